@@ -1,0 +1,161 @@
+"""Spec -> unfitted scikit-learn estimator, wrapped in ``Pipeline(preprocessing, ensemble)``.
+
+The result is a plain scikit-learn object (no classes of this service inside), so a
+downloaded artifact loads with joblib and scikit-learn alone.  Numeric columns reach the
+ensemble untouched unless they had missing values at training time (then they are
+median-imputed with a missing-indicator); string and boolean columns are one-hot encoded
+with unknown categories ignored — except for a top-level histogram gradient boosting,
+which gets ordinal codes and uses its native categorical support.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sklearn.base import BaseEstimator
+from sklearn.calibration import CalibratedClassifierCV
+from sklearn.compose import ColumnTransformer
+from sklearn.impute import SimpleImputer
+from sklearn.pipeline import Pipeline
+from sklearn.preprocessing import OneHotEncoder, OrdinalEncoder
+
+from ensembles.catalog import KINDS, Task
+from ensembles.specs import EstimatorSpec
+
+NUMERIC_DTYPES = frozenset({"int64", "float64"})
+HGB_MAX_CATEGORIES = 255
+
+
+@dataclass(frozen=True)
+class FeatureColumn:
+    """What preprocessing needs to know of one feature column of the training table."""
+
+    name: str
+    dtype: str  # int64, float64, bool, string
+    has_missing: bool
+    n_unique: int = 0
+
+
+def build_estimator(spec: EstimatorSpec, task: Task, random_state: int | None) -> BaseEstimator:
+    """The unfitted estimator of a resolved spec; every random_state at every level is seeded."""
+    kind = KINDS[spec.kind]
+    cls = kind.classes[task]
+    params: dict[str, Any] = {**kind.fixed, **spec.params}
+    calibrate = kind.name == "svm" and bool(params.pop("probability", False))
+    if spec.estimator is not None:
+        params["estimator"] = build_estimator(spec.estimator, task, random_state)
+    if spec.estimators is not None:
+        params["estimators"] = [
+            (m.name, build_estimator(m, task, random_state)) for m in spec.estimators
+        ]
+    if spec.final_estimator is not None:
+        params["final_estimator"] = build_estimator(spec.final_estimator, task, random_state)
+    if "hidden_layer_sizes" in params:
+        params["hidden_layer_sizes"] = tuple(params["hidden_layer_sizes"])
+    if "random_state" in _constructor_params(cls):
+        params["random_state"] = random_state
+    estimator: BaseEstimator = cls(**params)
+    if calibrate:
+        # SVC(probability=True) is deprecated in scikit-learn 1.9; this is its replacement.
+        estimator = CalibratedClassifierCV(estimator, ensemble=False)
+    return estimator
+
+
+def _constructor_params(cls: type) -> set[str]:
+    return set(inspect.signature(cls.__init__).parameters)
+
+
+def build_preprocessing(
+    features: Sequence[FeatureColumn], *, native_categorical: bool = False
+) -> ColumnTransformer:
+    """Column handling in front of the ensemble, fitted together with it."""
+    passthrough = [f.name for f in features if f.dtype in NUMERIC_DTYPES and not f.has_missing]
+    imputed = [f.name for f in features if f.dtype in NUMERIC_DTYPES and f.has_missing]
+    categorical = [f for f in features if f.dtype not in NUMERIC_DTYPES]
+    transformers: list[tuple[str, Any, list[str]]] = []
+    if native_categorical:
+        # Histogram gradient boosting takes NaN natively: every numeric column passes.
+        passthrough, imputed = passthrough + imputed, []
+    if passthrough:
+        transformers.append(("numeric", "passthrough", passthrough))
+    if imputed:
+        transformers.append(
+            ("imputed", SimpleImputer(strategy="median", add_indicator=True), imputed)
+        )
+    ordinal = [
+        f.name for f in categorical if native_categorical and f.n_unique <= HGB_MAX_CATEGORIES
+    ]
+    one_hot = [f.name for f in categorical if f.name not in ordinal]
+    if ordinal:
+        encoder = OrdinalEncoder(
+            handle_unknown="use_encoded_value",
+            unknown_value=float("nan"),
+            encoded_missing_value=float("nan"),
+        )
+        transformers.append(("categorical", encoder, ordinal))
+    if one_hot:
+        transformers.append(
+            ("one_hot", OneHotEncoder(handle_unknown="ignore", sparse_output=False), one_hot)
+        )
+    return ColumnTransformer(transformers, remainder="drop", verbose_feature_names_out=True)
+
+
+def build_pipeline(
+    spec: EstimatorSpec,
+    task: Task,
+    features: Sequence[FeatureColumn],
+    random_state: int | None,
+) -> Pipeline:
+    """``Pipeline([("preprocess", ...), ("ensemble", ...)])`` for a resolved spec."""
+    native = spec.kind == "hist_gradient_boosting"
+    preprocessing = build_preprocessing(features, native_categorical=native)
+    ensemble = build_estimator(spec, task, random_state)
+    if native:
+        n_ordinal = _ordinal_positions(preprocessing)
+        if n_ordinal:
+            ensemble.set_params(categorical_features=n_ordinal)
+    return Pipeline([("preprocess", preprocessing), ("ensemble", ensemble)])
+
+
+def _ordinal_positions(preprocessing: ColumnTransformer) -> list[int]:
+    """Output positions of ordinal-coded columns (transformers are stacked in order)."""
+    start, positions = 0, []
+    for name, _, columns in preprocessing.transformers:
+        width = len(columns)
+        if name == "categorical":
+            positions = list(range(start, start + width))
+        start += width
+    return positions
+
+
+def feature_columns(summaries: Sequence[Mapping[str, Any]]) -> list[FeatureColumn]:
+    """FeatureColumns from column summaries (``name``, ``dtype``, ``n_missing``, ``n_unique``)."""
+    return [
+        FeatureColumn(str(s["name"]), str(s["dtype"]), int(s["n_missing"]) > 0, int(s["n_unique"]))
+        for s in summaries
+    ]
+
+
+def output_columns(preprocessing: ColumnTransformer) -> list[str]:
+    """The original column behind each output column of a fitted preprocessing step.
+
+    Importances of one-hot and indicator columns are summed back onto the user's columns.
+    """
+    out: list[str] = []
+    for name, transformer, columns in preprocessing.transformers_:
+        if name == "remainder":
+            continue
+        if name == "one_hot":
+            for column, categories in zip(columns, transformer.categories_, strict=True):
+                out.extend([column] * len(categories))
+        elif name == "imputed":
+            out.extend(columns)
+            indicator = transformer.indicator_
+            if indicator is not None:
+                out.extend(columns[i] for i in indicator.features_)
+        else:
+            out.extend(columns)
+    return out

@@ -1,0 +1,128 @@
+"""The voting members of a fitted ensemble, in one shape for every kind made of them.
+
+Voting, the bagging family and forests all combine members that each see (a subset of)
+the preprocessed columns and (a sample of) the training rows.  Metrics (OOB, per-member
+scores, curves) and prediction (votes, hard/soft override, spread) need the same three
+facts about each member, so they are extracted here once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+from sklearn.base import BaseEstimator
+from sklearn.ensemble import (
+    BaggingClassifier,
+    BaggingRegressor,
+    ExtraTreesClassifier,
+    ExtraTreesRegressor,
+    RandomForestClassifier,
+    RandomForestRegressor,
+    VotingClassifier,
+    VotingRegressor,
+)
+
+FloatArray = NDArray[np.float64]
+IntArray = NDArray[np.int64]
+
+_BAGGING = (BaggingClassifier, BaggingRegressor)
+_FORESTS = (
+    RandomForestClassifier,
+    RandomForestRegressor,
+    ExtraTreesClassifier,
+    ExtraTreesRegressor,
+)
+_VOTING = (VotingClassifier, VotingRegressor)
+
+
+@dataclass(frozen=True)
+class Member:
+    """One fitted member: it is fed ``X[:, features]`` and was fitted on rows ``samples``."""
+
+    name: str
+    estimator: BaseEstimator
+    features: IntArray | None  # None: every preprocessed column
+    samples: IntArray | None  # None: every training row (in-bag indices, repeats possible)
+    weight: float
+
+
+def has_members(ensemble: BaseEstimator) -> bool:
+    return isinstance(ensemble, _BAGGING + _FORESTS + _VOTING)
+
+
+def members_of(ensemble: BaseEstimator) -> list[Member]:
+    """The members of a fitted voting, bagging-family or forest estimator (else [])."""
+    if isinstance(ensemble, _VOTING):
+        names = [name for name, est in ensemble.estimators if est != "drop"]
+        weights = ensemble.weights
+        kept = (
+            [w for (_, est), w in zip(ensemble.estimators, weights, strict=True) if est != "drop"]
+            if weights
+            else None
+        )
+        return [
+            Member(name, est, None, None, float(kept[i]) if kept else 1.0)
+            for i, (name, est) in enumerate(zip(names, ensemble.estimators_, strict=True))
+        ]
+    if isinstance(ensemble, _BAGGING):
+        return [
+            Member(f"member_{i}", est, np.asarray(feats), np.asarray(samples), 1.0)
+            for i, (est, feats, samples) in enumerate(
+                zip(
+                    ensemble.estimators_,
+                    ensemble.estimators_features_,
+                    ensemble.estimators_samples_,
+                    strict=True,
+                )
+            )
+        ]
+    if isinstance(ensemble, _FORESTS):
+        samples = (
+            ensemble.estimators_samples_
+            if ensemble.bootstrap
+            else [None] * len(ensemble.estimators_)
+        )
+        return [
+            Member(f"tree_{i}", est, None, None if s is None else np.asarray(s), 1.0)
+            for i, (est, s) in enumerate(zip(ensemble.estimators_, samples, strict=True))
+        ]
+    return []
+
+
+def member_input(member: Member, X: FloatArray) -> FloatArray:
+    return X if member.features is None else X[:, member.features]
+
+
+def member_class_indices(member: Member, X: FloatArray) -> IntArray:
+    """Each row's predicted class as an index into the ensemble's ``classes_``.
+
+    Members of scikit-learn's classifier ensembles are fitted on encoded labels
+    (0..k-1), so their predictions are already indices.
+    """
+    return np.asarray(member.estimator.predict(member_input(member, X))).astype(np.int64)
+
+
+def member_probabilities(member: Member, X: FloatArray, n_classes: int) -> FloatArray:
+    """Probabilities over all k classes (a bootstrap sample may have missed some)."""
+    proba = np.asarray(member.estimator.predict_proba(member_input(member, X)), dtype=np.float64)
+    member_classes = np.asarray(member.estimator.classes_).astype(np.int64)
+    if proba.shape[1] == n_classes and np.array_equal(member_classes, np.arange(n_classes)):
+        return proba
+    full = np.zeros((proba.shape[0], n_classes))
+    full[:, member_classes] = proba
+    return full
+
+
+def member_values(member: Member, X: FloatArray) -> FloatArray:
+    return np.asarray(member.estimator.predict(member_input(member, X)), dtype=np.float64)
+
+
+def oob_mask(member: Member, n_rows: int) -> NDArray[np.bool_] | None:
+    """Rows the member never saw, or None when it saw every row."""
+    if member.samples is None:
+        return None
+    mask = np.ones(n_rows, dtype=bool)
+    mask[member.samples] = False
+    return mask

@@ -1,0 +1,332 @@
+"""Quality figures: scores, OOB estimates, per-member scores and score curves.
+
+Everything returned is plain JSON (floats, ints, lists, dicts; NaN becomes None) so it can
+be stored and served as is.  Where a figure does not apply, the caller records why in
+``notes`` instead of leaving a silent hole.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+from sklearn import metrics as skm
+from sklearn.base import BaseEstimator
+from sklearn.ensemble import (
+    BaggingClassifier,
+    BaggingRegressor,
+    GradientBoostingClassifier,
+    GradientBoostingRegressor,
+)
+
+from ensembles.catalog import Task
+from ensembles.members import (
+    FloatArray,
+    Member,
+    member_class_indices,
+    member_probabilities,
+    member_values,
+    members_of,
+    oob_mask,
+)
+
+MAX_CURVE_POINTS = 50
+Scores = dict[str, Any]
+
+
+def primary_metric(task: Task) -> str:
+    return "accuracy" if task == "classification" else "r2"
+
+
+def _num(x: float) -> float | None:
+    x = float(x)
+    return None if math.isnan(x) or math.isinf(x) else x
+
+
+def score(
+    task: Task,
+    y_true: NDArray[Any],
+    y_pred: NDArray[Any],
+    proba: FloatArray | None = None,
+    classes: Sequence[Any] | None = None,
+) -> Scores:
+    """The API's metric set for one set of rows."""
+    if task == "regression":
+        return {
+            "r2": _num(skm.r2_score(y_true, y_pred)) if len(y_true) > 1 else None,
+            "rmse": _num(math.sqrt(skm.mean_squared_error(y_true, y_pred))),
+            "mae": _num(skm.mean_absolute_error(y_true, y_pred)),
+            "n": len(y_true),
+        }
+    labels = list(classes) if classes is not None else sorted(set(y_true.tolist()))
+    out: Scores = {
+        "accuracy": _num(skm.accuracy_score(y_true, y_pred)),
+        "balanced_accuracy": _num(_quiet(skm.balanced_accuracy_score, y_true, y_pred)),
+        "f1_macro": _num(
+            skm.f1_score(y_true, y_pred, average="macro", labels=labels, zero_division=0)
+        ),
+        "f1_weighted": _num(
+            skm.f1_score(y_true, y_pred, average="weighted", labels=labels, zero_division=0)
+        ),
+    }
+    if proba is not None:
+        out["log_loss"] = _num(skm.log_loss(y_true, proba, labels=labels))
+        out["roc_auc"] = _roc_auc(y_true, proba, labels)
+    out["confusion_matrix"] = skm.confusion_matrix(y_true, y_pred, labels=labels).tolist()
+    out["n"] = len(y_true)
+    return out
+
+
+def _quiet(fn: Any, *args: Any) -> float:
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return float(fn(*args))
+
+
+def _roc_auc(y_true: NDArray[Any], proba: FloatArray, labels: list[Any]) -> float | None:
+    """ROC AUC (one-vs-rest macro for multiclass); None when a class is absent from y_true."""
+    present = set(y_true.tolist())
+    if len(present) < 2 or len(present) < len(labels):
+        return None
+    if len(labels) == 2:
+        return _num(skm.roc_auc_score(np.asarray(y_true) == labels[1], proba[:, 1]))
+    return _num(skm.roc_auc_score(y_true, proba, multi_class="ovr", average="macro", labels=labels))
+
+
+# --- out-of-bag ------------------------------------------------------------------------
+
+
+def oob_scores(
+    ensemble: BaseEstimator, Xt: FloatArray, y: NDArray[Any], task: Task, classes: Sequence[Any]
+) -> tuple[Scores | None, str | None]:
+    """OOB figures, or None and the reason they do not exist."""
+    if isinstance(ensemble, GradientBoostingClassifier | GradientBoostingRegressor):
+        if ensemble.subsample >= 1.0:
+            return None, "gradient boosting leaves no rows out (subsample = 1)"
+        curve = [float(v) for v in ensemble.oob_scores_]
+        return {"loss": float(ensemble.oob_score_), "loss_curve": curve}, None
+    members = [m for m in members_of(ensemble) if m.samples is not None]
+    if not members:
+        return (
+            None,
+            f"{type(ensemble).__name__} trains every member on every row, so no row is out of bag",
+        )
+    n = len(y)
+    if not _oob_counts(members, n).any():
+        return None, "every member was trained on every row (no row is out of bag)"
+    labels = np.asarray(classes, dtype=object)
+    if task == "classification":
+        if hasattr(ensemble, "oob_decision_function_"):  # forests: scikit-learn's own figures
+            proba = np.asarray(ensemble.oob_decision_function_, dtype=np.float64)
+            counts = _oob_counts(members, n)
+            winners = np.argmax(proba, axis=1)
+        else:  # bagging family: summed exactly as scikit-learn's bagging sums them
+            sums, counts = _oob_class_sums(members, Xt, len(classes))
+            with np.errstate(invalid="ignore", divide="ignore"):
+                proba = sums / sums.sum(axis=1)[:, np.newaxis]
+            winners = np.argmax(sums, axis=1)
+        scored = counts > 0
+        out = score(task, y[scored], _like(y, labels[winners][scored]), proba[scored], classes)
+    else:
+        if hasattr(ensemble, "oob_prediction_"):
+            values = np.asarray(ensemble.oob_prediction_, dtype=np.float64)
+            counts = _oob_counts(members, n)
+        else:
+            values, counts = _oob_regression(members, Xt, n)
+        scored = counts > 0
+        out = score(task, y[scored], values[scored])
+    out["n_scored"] = int(scored.sum())
+    return out, None
+
+
+def _like(y: NDArray[Any], pred: NDArray[Any]) -> NDArray[Any]:
+    return pred.astype(y.dtype) if y.dtype != object else pred
+
+
+def _oob_counts(members: list[Member], n: int) -> NDArray[np.int64]:
+    counts = np.zeros(n, dtype=np.int64)
+    for m in members:
+        mask = oob_mask(m, n)
+        if mask is not None:
+            counts += mask
+    return counts
+
+
+def _oob_class_sums(
+    members: list[Member], Xt: FloatArray, k: int
+) -> tuple[FloatArray, NDArray[np.int64]]:
+    """Summed OOB probabilities (or votes), exactly as scikit-learn's bagging sums them."""
+    n = Xt.shape[0]
+    sums = np.zeros((n, k))
+    counts = np.zeros(n, dtype=np.int64)
+    for m in members:
+        mask = oob_mask(m, n)
+        if mask is None or not mask.any():
+            continue
+        counts += mask
+        rows = Xt[mask, :]
+        if hasattr(m.estimator, "predict_proba"):
+            sums[mask, :] += member_probabilities(m, rows, k)
+        else:
+            idx = member_class_indices(m, rows)
+            sums[np.flatnonzero(mask), idx] += 1
+    return sums, counts
+
+
+def _oob_regression(
+    members: list[Member], Xt: FloatArray, n: int
+) -> tuple[FloatArray, NDArray[np.int64]]:
+    sums = np.zeros(n)
+    counts = np.zeros(n, dtype=np.int64)
+    for m in members:
+        mask = oob_mask(m, n)
+        if mask is None or not mask.any():
+            continue
+        sums[mask] += member_values(m, Xt[mask, :])
+        counts += mask
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return sums / np.maximum(counts, 1), counts
+
+
+def oob_curve(
+    ensemble: BaseEstimator, Xt: FloatArray, y: NDArray[Any], task: Task, classes: Sequence[Any]
+) -> list[dict[str, Any]]:
+    """OOB score (accuracy or r2 on rows scored so far) against the number of members."""
+    members = [m for m in members_of(ensemble) if m.samples is not None]
+    n, total = len(y), len(members)
+    if not members:
+        return []
+    marks = set(_checkpoints(total))
+    k = len(classes)
+    sums = np.zeros((n, k)) if task == "classification" else np.zeros(n)
+    counts = np.zeros(n, dtype=np.int64)
+    points: list[dict[str, Any]] = []
+    labels = np.asarray(classes, dtype=object)
+    for i, m in enumerate(members, start=1):
+        mask = oob_mask(m, n)
+        if mask is not None and mask.any():
+            counts += mask
+            rows = Xt[mask, :]
+            if task == "classification":
+                if hasattr(m.estimator, "predict_proba"):
+                    sums[mask, :] += member_probabilities(m, rows, k)
+                else:
+                    sums[np.flatnonzero(mask), member_class_indices(m, rows)] += 1
+            else:
+                sums[mask] += member_values(m, rows)
+        if i in marks and counts.any():
+            s = counts > 0
+            if task == "classification":
+                pred = _like(y, labels[np.argmax(sums[s], axis=1)])
+                value = skm.accuracy_score(y[s], pred)
+            else:
+                value = skm.r2_score(y[s], sums[s] / counts[s]) if s.sum() > 1 else float("nan")
+            points.append({"n_estimators": i, "score": _num(value), "n_scored": int(s.sum())})
+    return points
+
+
+def staged_curve(
+    ensemble: BaseEstimator, Xt: FloatArray, y: NDArray[Any], task: Task
+) -> list[dict[str, Any]]:
+    """Score after each boosting stage (sampled to at most MAX_CURVE_POINTS points)."""
+    staged = getattr(ensemble, "staged_predict", None)
+    if staged is None:
+        return []
+    preds = list(staged(Xt))
+    marks = set(_checkpoints(len(preds)))
+    points = []
+    for i, pred in enumerate(preds, start=1):
+        if i in marks:
+            value = (
+                skm.accuracy_score(y, pred) if task == "classification" else skm.r2_score(y, pred)
+            )
+            points.append({"n_estimators": i, "score": _num(value)})
+    return points
+
+
+def _checkpoints(total: int) -> list[int]:
+    if total <= MAX_CURVE_POINTS:
+        return list(range(1, total + 1))
+    return sorted({round(total * j / MAX_CURVE_POINTS) for j in range(1, MAX_CURVE_POINTS + 1)})
+
+
+# --- members ---------------------------------------------------------------------------
+
+
+def member_scores(
+    ensemble: BaseEstimator,
+    Xt: FloatArray,
+    y: NDArray[Any],
+    task: Task,
+    classes: Sequence[Any],
+    basis: str,
+) -> tuple[list[dict[str, Any]], str | None]:
+    """Each named member's own score, or min/mean/max over a homogeneous ensemble's members."""
+    metric = primary_metric(task)
+    labels = np.asarray(classes, dtype=object)
+    named = getattr(ensemble, "named_estimators_", None)
+    if named is not None and not isinstance(ensemble, BaggingClassifier | BaggingRegressor):
+        out = []
+        for name, est in named.items():
+            if est == "drop":
+                continue
+            m = Member(name, est, None, None, 1.0)
+            out.append({"name": name, basis: _member_score(m, Xt, y, task, labels)})
+        return out, None
+    members = members_of(ensemble)
+    if members:
+        values = [_member_score(m, Xt, y, task, labels)[metric] for m in members]
+        return [_spread("members", basis, metric, values)], None
+    boosted = getattr(ensemble, "estimators_", None)
+    if boosted is not None and hasattr(ensemble, "estimator_weights_"):  # AdaBoost: raw labels
+        values = [_raw_member_score(est, Xt, y, task) for est in boosted]
+        return [_spread("members", basis, metric, values)], None
+    return [], f"{type(ensemble).__name__} members are not predictors of their own"
+
+
+def _member_score(
+    m: Member, Xt: FloatArray, y: NDArray[Any], task: Task, labels: NDArray[Any]
+) -> Scores:
+    if task == "regression":
+        return score(task, y, member_values(m, Xt))
+    pred = _like(y, labels[member_class_indices(m, Xt)])
+    proba = None
+    if hasattr(m.estimator, "predict_proba"):
+        proba = member_probabilities(m, Xt, len(labels))
+    return score(task, y, pred, proba, list(labels))
+
+
+def _raw_member_score(
+    est: BaseEstimator, Xt: FloatArray, y: NDArray[Any], task: Task
+) -> float | None:
+    pred = est.predict(Xt)
+    value = skm.accuracy_score(y, pred) if task == "classification" else skm.r2_score(y, pred)
+    return _num(value)
+
+
+def _spread(name: str, basis: str, metric: str, values: list[Any]) -> dict[str, Any]:
+    clean = [v for v in values if v is not None]
+    if not clean:
+        return {"name": name, "n_members": len(values), basis: None}
+    return {
+        "name": name,
+        "n_members": len(values),
+        basis: {metric: {"min": min(clean), "mean": float(np.mean(clean)), "max": max(clean)}},
+    }
+
+
+def mean_scores(folds: list[Scores]) -> Scores:
+    """Mean and std of each numeric metric over CV folds."""
+    keys = [k for k, v in folds[0].items() if isinstance(v, int | float) and k != "n"]
+    means: Scores = {}
+    stds: Scores = {}
+    for key in keys:
+        vals = [f[key] for f in folds if f.get(key) is not None]
+        means[key] = float(np.mean(vals)) if vals else None
+        stds[key] = float(np.std(vals)) if vals else None
+    return {"n_folds": len(folds), **means, "std": stds, "folds": folds}
