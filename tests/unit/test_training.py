@@ -501,3 +501,62 @@ def test_feature_importances_use_the_original_column_names() -> None:
     assert importances is not None
     assert set(importances) == set(training_data("iris").X.columns)
     assert sum(importances.values()) == pytest.approx(1.0)
+
+
+# --- mixed-type tables ---------------------------------------------------------------
+
+
+def _mixed_table() -> Any:
+    from ensembles.data import table_from_records
+
+    rng = np.random.default_rng(0)
+    records = []
+    for i in range(240):
+        colour = ["red", "green", "blue"][i % 3]
+        size = float(rng.normal(10, 3))
+        records.append(
+            {
+                "colour": None if i % 17 == 0 else colour,
+                "size": None if i % 11 == 0 else size,
+                "count": int(rng.integers(0, 5)),
+                "member": bool(i % 2),
+                "label": "big" if size + (colour == "red") * 3 > 11 else "small",
+            }
+        )
+    return table_from_records(records)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        {"kind": "random_forest", "params": {"n_estimators": 20}},
+        {"kind": "hist_gradient_boosting", "params": {"max_iter": 20}},
+        {
+            "kind": "voting",
+            "params": {"voting": "soft"},
+            "estimators": [
+                {"name": "lr", "kind": "logistic_regression", "params": {"max_iter": 500}},
+                {"name": "nb", "kind": "gaussian_nb"},
+            ],
+        },
+    ],
+    ids=lambda raw: raw["kind"],
+)
+def test_mixed_type_tables_train_on_raw_columns(raw: dict[str, Any]) -> None:
+    from ensembles.data import select_training_data, to_model_frame
+
+    table = _mixed_table()
+    data = select_training_data(table, "label")
+    spec = resolve_ensemble(parse_estimator_spec(raw), data.task)
+    model = train(data, spec, EvaluationSpec(holdout_fraction=0.25), RS)
+    assert model.metrics["holdout"]["accuracy"] > 0.7
+    features = {f.name: f for f in model.signature.features}
+    assert features["size"].has_missing and not features["count"].has_missing
+    # Unseen categories and missing values at predict time are tolerated where allowed.
+    rows = table.frame.drop(columns=["label"]).head(3).copy()
+    rows["colour"] = ["purple", None, "red"]
+    frame = to_model_frame(rows, {f.name: f.dtype for f in model.signature.features})  # type: ignore[misc]
+    assert model.pipeline.predict(frame).shape == (3,)
+    if raw["kind"] == "random_forest":
+        assert model.feature_importances is not None
+        assert set(model.feature_importances) == {"colour", "size", "count", "member"}
