@@ -82,6 +82,8 @@ __all__ = [
     "build_estimator",
     "build_pipeline",
     "catalog_document",
+    "parse_estimator_spec",
+    "parse_training_spec",
     "predict",
     "read_table",
     "resolve_ensemble",

@@ -65,7 +65,7 @@ def build_estimator(spec: EstimatorSpec, task: Task, random_state: int | None) -
 
 
 def _constructor_params(cls: type) -> set[str]:
-    return set(inspect.signature(cls.__init__).parameters)
+    return set(inspect.signature(cls).parameters)
 
 
 def build_preprocessing(

@@ -123,7 +123,8 @@ def _resolve_members(
         problems.append(
             Problem(
                 (*loc, "estimators"),
-                f"{len(members)} estimators; the limit is {limits.max_members_per_level} per ensemble",
+                f"{len(members)} estimators; the limit is "
+                f"{limits.max_members_per_level} per ensemble",
             )
         )
     seen: set[str] = set()

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from sklearn import ensemble as E
+from sklearn import ensemble as E  # noqa: N812
 from sklearn.base import BaseEstimator, clone
 from sklearn.calibration import CalibratedClassifierCV
 from sklearn.linear_model import LinearRegression, LogisticRegression, Ridge

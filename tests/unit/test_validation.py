@@ -309,11 +309,8 @@ OWN_DEFAULTS = {
     ("random_subspace", "max_features"),
     ("random_patches", "bootstrap"),
     ("mlp", "hidden_layer_sizes"),  # a JSON list for scikit-learn's tuple
-    ("svm", "probability"),
-    (
-        "stacking",
-        "cv",
-    ),  # scikit-learn's None means 5 folds; the catalog says so  # deprecated by scikit-learn 1.9: calibrated instead
+    ("svm", "probability"),  # deprecated by scikit-learn 1.9: calibrated instead
+    ("stacking", "cv"),  # scikit-learn's None means 5 folds; the catalog says so
 }
 
 
