@@ -84,12 +84,15 @@ def main(task: str) -> None:
     )
     metric = "accuracy" if task == "classification" else "r2"
     print(f"dataset {name} ({len(y)} rows, {X.shape[1]} features), hold-out 20 %, seed {SEED}")
-    header = f"{'kind':<24}{'ours s':>8}{'sklearn s':>10}{'ours oob':>10}{'sk oob':>9}{'ours hold':>11}{'sk hold':>9}"
+    header = (
+        f"{'kind':<24}{'ours s':>8}{'sklearn s':>10}{'ours oob':>10}{'sk oob':>9}"
+        f"{'ours hold':>11}{'sk hold':>9}"
+    )
     print(header)
     print("-" * len(header))
     for kind, raw in SPECS.items():
-        raw = raw if task == "classification" else _regression_spec(raw)
-        spec = resolve_ensemble(parse_estimator_spec(raw), data.task)
+        request = raw if task == "classification" else _regression_spec(raw)
+        spec = resolve_ensemble(parse_estimator_spec(request), data.task)
         t0 = time.perf_counter()
         model = train(data, spec, EvaluationSpec(holdout_fraction=0.2), SEED)
         ours_s = time.perf_counter() - t0
