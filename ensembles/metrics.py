@@ -8,7 +8,7 @@ be stored and served as is.  Where a figure does not apply, the caller records w
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -103,131 +103,85 @@ def _roc_auc(y_true: NDArray[Any], proba: FloatArray, labels: list[Any]) -> floa
 
 def oob_scores(
     ensemble: BaseEstimator, Xt: FloatArray, y: NDArray[Any], task: Task, classes: Sequence[Any]
-) -> tuple[Scores | None, str | None]:
-    """OOB figures, or None and the reason they do not exist."""
+) -> tuple[Scores | None, str | None, list[dict[str, Any]]]:
+    """OOB figures (or None and the reason they do not exist) and the OOB score curve.
+
+    One pass over the members serves both: each member predicts its out-of-bag rows once,
+    summed in member order exactly as scikit-learn's bagging sums them; forests use
+    scikit-learn's own OOB figures for the final value.
+    """
     if isinstance(ensemble, GradientBoostingClassifier | GradientBoostingRegressor):
         if ensemble.subsample >= 1.0:
-            return None, "gradient boosting leaves no rows out (subsample = 1)"
-        curve = [float(v) for v in ensemble.oob_scores_]
-        return {"loss": float(ensemble.oob_score_), "loss_curve": curve}, None
+            return None, "gradient boosting leaves no rows out (subsample = 1)", []
+        losses = [float(v) for v in ensemble.oob_scores_]
+        return {"loss": float(ensemble.oob_score_), "loss_curve": losses}, None, []
     members = [m for m in members_of(ensemble) if m.samples is not None]
     if not members:
-        return (
-            None,
-            f"{type(ensemble).__name__} trains every member on every row, so no row is out of bag",
-        )
+        return None, f"{type(ensemble).__name__} leaves no rows out of its members' training", []
     n = len(y)
-    if not _oob_counts(members, n).any():
-        return None, "every member was trained on every row (no row is out of bag)"
     labels = np.asarray(classes, dtype=object)
+    marks = set(_checkpoints(len(members)))
+    curve: list[dict[str, Any]] = []
+    sums: FloatArray = np.zeros(n)
+    counts: NDArray[np.int64] = np.zeros(n, dtype=np.int64)
+    for i, (sums, counts) in enumerate(_accumulate_oob(members, Xt, task, len(classes)), start=1):
+        if i in marks and counts.any():
+            scored = counts > 0
+            if task == "classification":
+                pred = _like(y, labels[np.argmax(sums[scored], axis=1)])
+                value = skm.accuracy_score(y[scored], pred)
+            else:
+                value = (
+                    skm.r2_score(y[scored], sums[scored] / counts[scored])
+                    if scored.sum() > 1
+                    else np.nan
+                )
+            curve.append({"n_estimators": i, "score": _num(value), "n_scored": int(scored.sum())})
+    scored = counts > 0
+    if not scored.any():
+        return None, "every member was trained on every row (no row is out of bag)", []
     if task == "classification":
         if hasattr(ensemble, "oob_decision_function_"):  # forests: scikit-learn's own figures
             proba = np.asarray(ensemble.oob_decision_function_, dtype=np.float64)
-            counts = _oob_counts(members, n)
             winners = np.argmax(proba, axis=1)
-        else:  # bagging family: summed exactly as scikit-learn's bagging sums them
-            sums, counts = _oob_class_sums(members, Xt, len(classes))
+        else:
             with np.errstate(invalid="ignore", divide="ignore"):
                 proba = sums / sums.sum(axis=1)[:, np.newaxis]
             winners = np.argmax(sums, axis=1)
-        scored = counts > 0
         out = score(task, y[scored], _like(y, labels[winners][scored]), proba[scored], classes)
     else:
         if hasattr(ensemble, "oob_prediction_"):
             values = np.asarray(ensemble.oob_prediction_, dtype=np.float64)
-            counts = _oob_counts(members, n)
         else:
-            values, counts = _oob_regression(members, Xt, n)
-        scored = counts > 0
+            values = sums / np.maximum(counts, 1)
         out = score(task, y[scored], values[scored])
     out["n_scored"] = int(scored.sum())
-    return out, None
+    return out, None, curve
 
 
 def _like(y: NDArray[Any], pred: NDArray[Any]) -> NDArray[Any]:
     return pred.astype(y.dtype) if y.dtype != object else pred
 
 
-def _oob_counts(members: list[Member], n: int) -> NDArray[np.int64]:
-    counts = np.zeros(n, dtype=np.int64)
-    for m in members:
-        mask = oob_mask(m, n)
-        if mask is not None:
-            counts += mask
-    return counts
-
-
-def _oob_class_sums(
-    members: list[Member], Xt: FloatArray, k: int
-) -> tuple[FloatArray, NDArray[np.int64]]:
-    """Summed OOB probabilities (or votes), exactly as scikit-learn's bagging sums them."""
+def _accumulate_oob(
+    members: list[Member], Xt: FloatArray, task: Task, k: int
+) -> Iterator[tuple[FloatArray, NDArray[np.int64]]]:
+    """Running OOB sums (probabilities, votes or values) and counts after each member."""
     n = Xt.shape[0]
-    sums = np.zeros((n, k))
-    counts = np.zeros(n, dtype=np.int64)
-    for m in members:
-        mask = oob_mask(m, n)
-        if mask is None or not mask.any():
-            continue
-        counts += mask
-        rows = Xt[mask, :]
-        if hasattr(m.estimator, "predict_proba"):
-            sums[mask, :] += member_probabilities(m, rows, k)
-        else:
-            idx = member_class_indices(m, rows)
-            sums[np.flatnonzero(mask), idx] += 1
-    return sums, counts
-
-
-def _oob_regression(
-    members: list[Member], Xt: FloatArray, n: int
-) -> tuple[FloatArray, NDArray[np.int64]]:
-    sums = np.zeros(n)
-    counts = np.zeros(n, dtype=np.int64)
-    for m in members:
-        mask = oob_mask(m, n)
-        if mask is None or not mask.any():
-            continue
-        sums[mask] += member_values(m, Xt[mask, :])
-        counts += mask
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return sums / np.maximum(counts, 1), counts
-
-
-def oob_curve(
-    ensemble: BaseEstimator, Xt: FloatArray, y: NDArray[Any], task: Task, classes: Sequence[Any]
-) -> list[dict[str, Any]]:
-    """OOB score (accuracy or r2 on rows scored so far) against the number of members."""
-    members = [m for m in members_of(ensemble) if m.samples is not None]
-    n, total = len(y), len(members)
-    if not members:
-        return []
-    marks = set(_checkpoints(total))
-    k = len(classes)
     sums = np.zeros((n, k)) if task == "classification" else np.zeros(n)
     counts = np.zeros(n, dtype=np.int64)
-    points: list[dict[str, Any]] = []
-    labels = np.asarray(classes, dtype=object)
-    for i, m in enumerate(members, start=1):
+    for m in members:
         mask = oob_mask(m, n)
         if mask is not None and mask.any():
             counts += mask
             rows = Xt[mask, :]
-            if task == "classification":
-                if hasattr(m.estimator, "predict_proba"):
-                    sums[mask, :] += member_probabilities(m, rows, k)
-                else:
-                    sums[np.flatnonzero(mask), member_class_indices(m, rows)] += 1
-            else:
+            if task == "regression":
                 sums[mask] += member_values(m, rows)
-        if i in marks and counts.any():
-            s = counts > 0
-            if task == "classification":
-                pred = _like(y, labels[np.argmax(sums[s], axis=1)])
-                value = skm.accuracy_score(y[s], pred)
+            elif hasattr(m.estimator, "predict_proba"):
+                sums[mask, :] += member_probabilities(m, rows, k)
             else:
-                value = skm.r2_score(y[s], sums[s] / counts[s]) if s.sum() > 1 else float("nan")
-            points.append({"n_estimators": i, "score": _num(value), "n_scored": int(s.sum())})
-    return points
+                sums[np.flatnonzero(mask), member_class_indices(m, rows)] += 1
+        yield sums, counts
 
 
 def staged_curve(

@@ -104,7 +104,7 @@ def train(
         result["holdout"] = _evaluate(pipeline, X_hold, y_hold, task, classes)
     else:
         notes.append("no hold-out set (holdout_fraction = 0)")
-    oob, reason = metrics.oob_scores(ensemble, Xt, y_train, task, classes)
+    oob, reason, oob_curve = metrics.oob_scores(ensemble, Xt, y_train, task, classes)
     result["oob"] = oob
     if reason:
         notes.append(f"no OOB estimate: {reason}")
@@ -118,7 +118,7 @@ def train(
     )
     if member_note:
         notes.append(member_note)
-    result["curve"] = _curve(ensemble, Xt, y_train, Xbt, yb, task, classes, basis, notes)
+    result["curve"] = _curve(ensemble, oob_curve, Xbt, yb, task, basis, notes)
     run.check()
     if evaluation.cv_folds:
         result["cv"] = _cross_validate(
@@ -249,19 +249,17 @@ def _evaluate(
 
 def _curve(
     ensemble: BaseEstimator,
-    Xt: NDArray[Any],
-    y_train: NDArray[Any],
+    oob_curve: list[dict[str, Any]],
     Xbt: NDArray[Any],
     yb: NDArray[Any],
     task: Task,
-    classes: list[Any],
     basis: str,
     notes: list[str],
 ) -> dict[str, Any] | None:
+    """OOB curve for the bagging family and forests, staged scores for boosting."""
     metric = metrics.primary_metric(task)
-    points = metrics.oob_curve(ensemble, Xt, y_train, task, classes)
-    if points:
-        return {"basis": "oob", "metric": metric, "points": points}
+    if oob_curve:
+        return {"basis": "oob", "metric": metric, "points": oob_curve}
     points = metrics.staged_curve(ensemble, Xbt, yb, task)
     if points:
         return {"basis": basis, "metric": metric, "points": points}
