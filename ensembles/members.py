@@ -59,7 +59,7 @@ def members_of(ensemble: BaseEstimator) -> list[Member]:
         weights = ensemble.weights
         kept = (
             [w for (_, est), w in zip(ensemble.estimators, weights, strict=True) if est != "drop"]
-            if weights
+            if weights is not None
             else None
         )
         return [

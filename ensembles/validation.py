@@ -159,7 +159,13 @@ def _resolve_members(
                 f"{len(weights)} weights for {len(members)} estimators; give one per estimator",
             )
         )
+    elif isinstance(weights, list) and weights and not any(_positive(w) for w in weights):
+        problems.append(Problem((*loc, "params", "weights"), "at least one weight must be > 0"))
     return resolved
+
+
+def _positive(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and value > 0
 
 
 def _resolve_params(

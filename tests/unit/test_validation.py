@@ -182,6 +182,17 @@ INVALID: list[Any] = [
         "3 weights for 2 estimators",
     ),
     (
+        "weights that are all zero",
+        {
+            "kind": "voting",
+            "params": {"weights": [0, 0]},
+            "estimators": [{"name": "a", **TREE}, {"name": "b", **TREE}],
+        },
+        "regression",
+        [("ensemble", "params", "weights")],
+        "at least one weight",
+    ),
+    (
         "voting without estimators",
         {"kind": "voting"},
         "classification",

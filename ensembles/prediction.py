@@ -1,0 +1,448 @@
+"""Predictions of a fitted ensemble: input checks, votes, probabilities and spread.
+
+Two paths.  By default the answer is exactly what the stored scikit-learn Pipeline says
+(``predict`` / ``predict_proba``): the API promises that predictions equal those of the
+stored model, so nothing is recomputed.  Votes, agreement, spread and a per-request voting
+override need the members, so they are computed from :func:`ensembles.members.members_of`
+on the preprocessed rows, with the arithmetic scikit-learn's ``VotingClassifier`` uses
+(``np.average`` with the member weights; ties go to the first maximum, i.e. the first class
+in ``classes`` order).
+
+User rows are checked here rather than in :mod:`ensembles.data`: prediction must name
+``("instances", row, column)`` in every problem, collect all problems in one answer, and be
+fast, so each column is checked by one plain Python loop and built as one numpy array.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+from sklearn.pipeline import Pipeline
+
+from ensembles.builders import NUMERIC_DTYPES, FeatureColumn
+from ensembles.errors import PredictionInputError, Problem, TooLargeError
+from ensembles.members import (
+    FloatArray,
+    IntArray,
+    Member,
+    member_class_indices,
+    member_probabilities,
+    member_values,
+    members_of,
+)
+from ensembles.signature import ModelSignature
+
+__all__ = ["MAX_PROBLEMS", "PredictOptions", "PredictionResult", "predict", "rows_to_frame"]
+
+MAX_PROBLEMS = 50
+_LARGEST_INT = 10**308  # ints beyond this do not fit a float64
+_PLAIN_TYPES: dict[str, tuple[type, ...]] = {"number": (int, float), "bool": (bool,), "str": (str,)}
+_NOUNS = {"number": "a number", "bool": "a boolean", "str": "a string"}
+_ABSENT = object()  # a record without the column's key
+_SKIP = object()  # a row already refused as a whole: its cells are not checked
+
+
+@dataclass(frozen=True)
+class PredictOptions:
+    """What a prediction request asks for besides the predictions themselves."""
+
+    voting: Literal["hard", "soft"] | None = None
+    return_proba: bool = False
+    return_votes: bool = False
+    return_std: bool = False
+
+
+@dataclass(frozen=True)
+class PredictionResult:
+    """Per-row answers (n entries each, in input order) as plain JSON values."""
+
+    predictions: list[Any]
+    probabilities: list[list[float]] | None = None
+    votes: list[dict[str, float | int]] | None = None
+    agreement: list[float] | None = None
+    std: list[float] | None = None
+    warnings: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        """Only what was asked for, so responses stay small and fields mean 'requested'."""
+        out: dict[str, Any] = {"predictions": self.predictions}
+        for name in ("probabilities", "votes", "agreement", "std"):
+            value = getattr(self, name)
+            if value is not None:
+                out[name] = value
+        if self.warnings:
+            out["warnings"] = list(self.warnings)
+        return out
+
+
+# --- rows in ----------------------------------------------------------------------------
+
+
+# Raw cells per feature column (before any type check), shape problems, extra columns.
+_Cells = tuple[dict[str, list[object]], list[Problem], list[str]]
+
+
+def rows_to_frame(
+    signature: ModelSignature, instances: object, max_rows: int | None = None
+) -> tuple[pd.DataFrame, list[str]]:
+    """The model frame for ``instances`` (records or columnar) and warnings.
+
+    Every problem is collected (up to ``MAX_PROBLEMS``, in row order) into one
+    PredictionInputError, so a client fixes a request in one round trip.
+    """
+    names = [f.name for f in signature.features]
+    columns, shape_problems, extra = _read_instances(instances, names, max_rows)
+    # Sort key (row, column position); shape problems name a row (or -1: the whole input).
+    keyed = [((next((x for x in p.loc if isinstance(x, int)), -1), -1), p) for p in shape_problems]
+    arrays: dict[str, np.ndarray[Any, Any]] = {}
+    total = len(shape_problems)
+    for position, column in enumerate(signature.features):
+        values = columns.get(column.name)
+        if values is None:
+            continue  # reported as a missing column already
+        bad, n_bad = _scan(column, values, signature.accepts_missing(column))
+        total += n_bad
+        loc = ("instances", column.name)
+        keyed += [((row, position), Problem((loc[0], row, loc[1]), msg)) for row, msg in bad]
+        if not total:
+            arrays[column.name] = _build(column, values)
+    if total:
+        keyed.sort(key=lambda item: item[0])
+        raise _input_error("instances", [p for _, p in keyed], total)
+    frame = pd.DataFrame({n: pd.Series(a, dtype=a.dtype, copy=False) for n, a in arrays.items()})
+    warnings = [f"extra columns ignored: {', '.join(extra)}"] if extra else []
+    return frame, warnings
+
+
+def _read_instances(instances: object, names: Sequence[str], max_rows: int | None) -> _Cells:
+    """Records or columnar input -> cells per feature column, plus shape problems."""
+    if isinstance(instances, list):
+        _check_rows(len(instances), max_rows)
+        return _from_records(instances, names)
+    if isinstance(instances, dict) and "columns" in instances and "data" in instances:
+        data = instances["data"]
+        if isinstance(data, list):
+            _check_rows(len(data), max_rows)
+        return _from_columnar(instances["columns"], data, names)
+    msg = 'expected a list of records or {"columns": [...], "data": [[...], ...]}'
+    raise PredictionInputError("instances have the wrong shape", [Problem(("instances",), msg)])
+
+
+def _check_rows(n_rows: int, max_rows: int | None) -> None:
+    if max_rows is not None and n_rows > max_rows:
+        msg = f"{n_rows} rows; at most {max_rows} rows per request"
+        raise TooLargeError("too many rows in one request", [Problem(("instances",), msg)])
+    if n_rows == 0:
+        msg = "no instances: send at least one row"
+        raise PredictionInputError("no instances", [Problem(("instances",), msg)])
+
+
+def _from_records(records: list[object], names: Sequence[str]) -> _Cells:
+    wanted = set(names)
+    problems: list[Problem] = []
+    extra: dict[str, None] = {}
+    rows: list[dict[Any, Any] | None] = []
+    for i, record in enumerate(records):
+        rows.append(record if isinstance(record, dict) else None)
+        if isinstance(record, dict):
+            extra.update(dict.fromkeys(str(k) for k in record if k not in wanted))
+        else:
+            problems.append(Problem(("instances", i), f"expected an object, got {_show(record)}"))
+    columns = {n: [_SKIP if r is None else r.get(n, _ABSENT) for r in rows] for n in names}
+    return columns, problems, list(extra)
+
+
+def _from_columnar(header: object, data: object, names: Sequence[str]) -> _Cells:
+    problems: list[Problem] = []
+    if not isinstance(header, list) or not all(isinstance(c, str) for c in header):
+        problems.append(Problem(("instances", "columns"), "expected a list of column names"))
+    if not isinstance(data, list):
+        problems.append(Problem(("instances", "data"), "expected a list of rows (lists of values)"))
+    if problems or not isinstance(header, list) or not isinstance(data, list):
+        return {}, problems, []
+    position: dict[str, int] = {}
+    for j, name in enumerate(header):
+        if name in position:
+            problems.append(Problem(("instances", "columns"), f"duplicate column {name!r}"))
+        position.setdefault(name, j)
+    missing = [n for n in names if n not in position]
+    problems += [Problem(("instances", "columns"), f"missing column {n!r}") for n in missing]
+    rows: list[list[Any] | None] = []
+    for i, row in enumerate(data):
+        ok = isinstance(row, list) and len(row) == len(header)
+        rows.append(row if ok else None)
+        if not ok:
+            got = f"{len(row)} values" if isinstance(row, list) else _show(row)
+            msg = f"expected a list of {len(header)} values (one per column), got {got}"
+            problems.append(Problem(("instances", "data", i), msg))
+    columns = {
+        n: [_SKIP if r is None else r[position[n]] for r in rows] for n in names if n in position
+    }
+    extra = [c for c in position if c not in set(names)]
+    return columns, problems, extra
+
+
+def _family(column: FeatureColumn) -> str:
+    """Which JSON values a column takes (builders treat every non-numeric as a category)."""
+    if column.dtype in NUMERIC_DTYPES:
+        return "number"
+    return "bool" if column.dtype == "bool" else "str"
+
+
+def _scan(
+    column: FeatureColumn, cells: list[object], allow_missing: bool
+) -> tuple[list[tuple[int, str]], int]:
+    """The first MAX_PROBLEMS bad cells of one column (row, message) and how many in all.
+
+    Only the first MAX_PROBLEMS of a column can be among the first MAX_PROBLEMS overall in
+    row order, so keeping more would only cost memory on a huge bad request.
+    """
+    family = _family(column)
+    plain = _PLAIN_TYPES[family]
+    missing = (
+        f"column {column.name!r} cannot be missing for this model"
+        " (it had no missing values in training)"
+    )
+    bad: list[tuple[int, str]] = []
+    n_bad = 0
+    for row, value in enumerate(cells):
+        kind = type(value)
+        if kind in plain:
+            msg = _number_problem(value) if family == "number" else None
+        elif value is None:
+            msg = None if allow_missing else missing
+        elif value is _SKIP:
+            msg = None
+        elif value is _ABSENT:
+            msg = f"missing column {column.name!r}"
+        else:
+            msg = _unusual_value_problem(value, family)
+        if msg is not None:
+            n_bad += 1
+            if len(bad) < MAX_PROBLEMS:
+                bad.append((row, msg))
+    return bad, n_bad
+
+
+def _number_problem(value: object) -> str | None:
+    """JSON allows NaN, Infinity and huge integers; none of them is a usable feature value."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"expected a finite number, got {value!r}"
+    if isinstance(value, int) and not -_LARGEST_INT <= value <= _LARGEST_INT:
+        return "expected a finite number, got an integer too large for a float64"
+    return None
+
+
+def _unusual_value_problem(value: object, family: str) -> str | None:
+    """Subclasses and numpy scalars (Python callers); bool is never a number."""
+    is_bool = isinstance(value, bool | np.bool_)
+    number = isinstance(value, int | float | np.integer | np.floating) and not is_bool
+    if family == "number" and number:
+        return _number_problem(value if isinstance(value, int) else float(value))  # type: ignore[arg-type]
+    accepted = is_bool if family == "bool" else family == "str" and isinstance(value, str)
+    return None if accepted else f"expected {_NOUNS[family]}, got {_show(value)}"
+
+
+def _build(column: FeatureColumn, cells: list[object]) -> np.ndarray[Any, Any]:
+    """Checked cells -> the dtype training used (see ensembles.data.to_model_frame)."""
+    family = _family(column)
+    if family == "number":
+        if column.dtype == "int64" and all(type(v) is int for v in cells):
+            try:
+                return np.array(cells, dtype=np.int64)
+            except OverflowError:
+                pass  # beyond int64: a float column, as pandas would make it
+        return np.array(cells, dtype=np.float64)  # None -> NaN
+    out = np.empty(len(cells), dtype=object)
+    if family == "bool":
+        out[:] = [np.nan if v is None else bool(v) for v in cells]
+    else:
+        out[:] = [np.nan if v is None else v for v in cells]
+    return out
+
+
+def _show(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _input_error(what: str, problems: list[Problem], total: int) -> PredictionInputError:
+    shown = problems[:MAX_PROBLEMS]
+    more = f" (first {MAX_PROBLEMS} shown)" if total > MAX_PROBLEMS else ""
+    plural = "s" if total != 1 else ""
+    return PredictionInputError(f"{total} problem{plural} in the {what}{more}", shown)
+
+
+# --- predictions out --------------------------------------------------------------------
+
+
+def predict(
+    pipeline: Pipeline, signature: ModelSignature, frame: pd.DataFrame, options: PredictOptions
+) -> PredictionResult:
+    """Predictions for ``frame`` (from :func:`rows_to_frame`) with what ``options`` ask.
+
+    Options the model cannot honour raise PredictionInputError at ``("options", name)``
+    before any work.  ``warnings`` stays empty: the caller adds those of rows_to_frame
+    (``dataclasses.replace(result, warnings=...)``), as only it has seen the raw input.
+    """
+    members = members_of(pipeline[-1])
+    override = None if options.voting in (None, signature.voting) else options.voting
+    problems = _option_problems(signature, pipeline, members, options, override)
+    if problems:
+        raise _input_error("options", problems, len(problems))
+    if signature.task == "regression":
+        return _regress(pipeline, members, frame, options)
+    return _classify(pipeline, signature, members, frame, options, override)
+
+
+def _option_problems(
+    signature: ModelSignature,
+    pipeline: Pipeline,
+    members: list[Member],
+    options: PredictOptions,
+    override: str | None,
+) -> list[Problem]:
+    """Every option the model cannot honour, each at its own field path."""
+    kind, classifier = signature.kind, signature.task == "classification"
+    voters = bool(members) and signature.supports_voting_override
+    not_voters = f"{kind} does not combine members by vote"
+    problems: list[Problem] = []
+
+    def refuse(option: str, msg: str) -> None:
+        problems.append(Problem(("options", option), msg))
+
+    if override not in (None, "hard", "soft"):
+        refuse("voting", "must be 'hard' or 'soft'")
+    elif override is not None and not classifier:
+        refuse("voting", "voting applies to classification only")
+    elif override is not None and not voters:
+        refuse("voting", f"{not_voters}, so its voting cannot be changed")
+    elif override == "soft" and (blind := _without_probabilities(members)):
+        refuse("voting", f"soft voting needs probabilities from every member; {blind} give none")
+    if options.return_votes and not (classifier and voters):
+        refuse("return_votes", not_voters if classifier else "votes apply to classification only")
+    if options.return_std and not (voters and not classifier):
+        msg = f"{kind} has no members whose predictions spread"
+        refuse("return_std", "std applies to regression only" if classifier else msg)
+    if options.return_proba and not (
+        classifier and (override is not None or hasattr(pipeline, "predict_proba"))
+    ):
+        msg = f"this {kind} model gives no probabilities"
+        if classifier and voters and signature.voting == "hard":
+            msg += " (hard voting); set options.voting to 'soft' for averaged probabilities"
+        refuse("return_proba", msg if classifier else "probabilities apply to classification only")
+    return problems
+
+
+def _without_probabilities(members: list[Member]) -> str:
+    names = [m.name for m in members if not hasattr(m.estimator, "predict_proba")]
+    return ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+
+
+def _member_rows(pipeline: Pipeline, frame: pd.DataFrame) -> FloatArray:
+    """Members were fitted on the preprocessed matrix, so they must be fed that matrix."""
+    return np.asarray(pipeline[:-1].transform(frame), dtype=np.float64)
+
+
+def _classify(
+    pipeline: Pipeline,
+    signature: ModelSignature,
+    members: list[Member],
+    frame: pd.DataFrame,
+    options: PredictOptions,
+    override: str | None,
+) -> PredictionResult:
+    """Default: the pipeline's own answer; with an override, the members' combination."""
+    classes = _class_labels(signature, pipeline)
+    k = len(classes)
+    Xt = _member_rows(pipeline, frame) if override or options.return_votes else None
+    counts = None
+    if Xt is not None and (override == "hard" or options.return_votes):
+        counts = _vote_counts(members, Xt, k)
+    proba: FloatArray | None = None
+    if override == "hard" and counts is not None:
+        proba = counts / _total_weight(members)  # vote shares
+        index = np.argmax(counts, axis=1)  # first maximum: ties go to the first class
+    elif override == "soft" and Xt is not None:
+        proba = _mean_probabilities(members, Xt, k)
+        index = np.argmax(proba, axis=1)
+    else:
+        index = _positions(pipeline.classes_, pipeline.predict(frame))
+        if options.return_proba:
+            proba = np.asarray(pipeline.predict_proba(frame), dtype=np.float64)
+    votes, agreement = None, None
+    if options.return_votes and counts is not None:
+        votes, agreement = _votes(counts, index, classes, members)
+    return PredictionResult(
+        predictions=[classes[i] for i in index.tolist()],
+        probabilities=proba.tolist() if options.return_proba and proba is not None else None,
+        votes=votes,
+        agreement=agreement,
+    )
+
+
+def _class_labels(signature: ModelSignature, pipeline: Pipeline) -> list[Any]:
+    """The signature's JSON labels (same order as classes_), else classes_ made plain."""
+    if signature.classes is not None:
+        return list(signature.classes)
+    return list(np.asarray(pipeline.classes_).tolist())
+
+
+def _positions(classes: Any, predicted: Any) -> IntArray:
+    """Index of each predicted label in ``classes_`` (a dict: no sortedness assumed)."""
+    lookup = {label: i for i, label in enumerate(np.asarray(classes).tolist())}
+    labels = np.asarray(predicted).tolist()
+    return np.fromiter((lookup[label] for label in labels), dtype=np.int64, count=len(labels))
+
+
+def _total_weight(members: list[Member]) -> float:
+    return float(sum(m.weight for m in members))
+
+
+def _vote_counts(members: list[Member], Xt: FloatArray, n_classes: int) -> FloatArray:
+    """Weighted votes per row and class, added in member order as ``np.bincount`` does."""
+    counts = np.zeros((Xt.shape[0], n_classes))
+    rows = np.arange(Xt.shape[0])
+    for member in members:
+        counts[rows, member_class_indices(member, Xt)] += member.weight
+    return counts
+
+
+def _mean_probabilities(members: list[Member], Xt: FloatArray, n_classes: int) -> FloatArray:
+    """VotingClassifier's soft vote: ``np.average`` over members, weights None when uniform."""
+    stacked = np.asarray([member_probabilities(m, Xt, n_classes) for m in members])
+    weights = [m.weight for m in members]
+    uniform = all(w == 1.0 for w in weights)
+    return np.asarray(np.average(stacked, axis=0, weights=None if uniform else weights))
+
+
+def _votes(
+    counts: FloatArray, index: IntArray, classes: list[Any], members: list[Member]
+) -> tuple[list[dict[str, float | int]], list[float]]:
+    """Per-row {label: votes} (only classes with votes) and the predicted class's share."""
+    total = _total_weight(members)
+    picked = counts[np.arange(len(index)), index]
+    agreement = (picked / total if total > 0 else np.zeros_like(picked)).tolist()
+    whole = all(float(m.weight).is_integer() for m in members)
+    table = (counts.astype(np.int64) if whole else counts).tolist()
+    keys = [str(c) for c in classes]
+    votes = [{keys[j]: v for j, v in enumerate(row) if v > 0} for row in table]
+    return votes, agreement
+
+
+def _regress(
+    pipeline: Pipeline, members: list[Member], frame: pd.DataFrame, options: PredictOptions
+) -> PredictionResult:
+    """Regression: the pipeline's predictions; std is unweighted over members (ddof 0)."""
+    predictions = np.asarray(pipeline.predict(frame), dtype=np.float64).tolist()
+    std = None
+    if options.return_std:
+        Xt = _member_rows(pipeline, frame)
+        values = np.asarray([member_values(m, Xt) for m in members])
+        std = np.std(values, axis=0).tolist()
+    return PredictionResult(predictions=predictions, std=std)
