@@ -1,0 +1,44 @@
+"""Registry and storage: datasets, training jobs, versioned models, aliases, artifacts.
+
+``SqlRegistry.open(data_dir, database_url)`` is the entry point; ``ModelCache`` keeps
+loaded models in memory. No HTTP here: errors are ``ensembles.errors`` classes.
+"""
+
+from ensembles.registry.base import Registry
+from ensembles.registry.cache import CacheKey, ModelCache
+from ensembles.registry.names import (
+    ALIAS_PATTERN,
+    LATEST,
+    MODEL_NAME_PATTERN,
+    validate_alias,
+    validate_model_name,
+)
+from ensembles.registry.records import (
+    JOB_STATUSES,
+    DatasetRecord,
+    JobRecord,
+    JobStatus,
+    ModelRecord,
+    VersionRecord,
+    job_problem,
+)
+from ensembles.registry.sql import SqlRegistry
+
+__all__ = [
+    "ALIAS_PATTERN",
+    "JOB_STATUSES",
+    "LATEST",
+    "MODEL_NAME_PATTERN",
+    "CacheKey",
+    "DatasetRecord",
+    "JobRecord",
+    "JobStatus",
+    "ModelCache",
+    "ModelRecord",
+    "Registry",
+    "SqlRegistry",
+    "VersionRecord",
+    "job_problem",
+    "validate_alias",
+    "validate_model_name",
+]

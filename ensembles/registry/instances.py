@@ -1,0 +1,120 @@
+"""Which registry instances are alive, so start-up only cleans up after dead ones.
+
+Every open registry holds an exclusive ``flock`` on ``locks/<instance>.lock`` for its
+whole life. The kernel drops the lock when the process exits in any way, SIGKILL
+included, so "can I take this lock?" is an exact liveness test for every process that
+shares the data folder: several workers, a separate training process, or the same
+service restarted in a new container (where pids and host names are reused or change).
+Jobs and temporary files record their owner's instance id.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import sys
+import weakref
+from pathlib import Path
+from typing import Final
+
+LOCK_SUFFIX: Final = ".lock"
+
+_LIVE: weakref.WeakSet[InstanceLock] = weakref.WeakSet()
+
+
+class InstanceLock:
+    """Proof of life of one registry instance: an flock held on a file named by its id."""
+
+    def __init__(self, folder: Path) -> None:
+        self.id = secrets.token_hex(8)
+        self.folder = folder
+        self.path = folder / f"{self.id}{LOCK_SUFFIX}"
+        # Lock under a private name, then rename: a prober must never find the final name
+        # unlocked while we are still starting, or it would declare us dead.
+        staging = folder / f".{self.id}.lock-staging"
+        fd = os.open(staging, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            _lock(fd)
+            os.replace(staging, self.path)
+        except BaseException:
+            os.close(fd)
+            staging.unlink(missing_ok=True)
+            raise
+        self._fd: int | None = fd
+        _LIVE.add(self)
+
+    def is_alive(self, owner: str | None) -> bool:
+        """Whether the instance ``owner`` still holds its lock (None: unknown, so dead)."""
+        if owner is None:
+            return False
+        if owner == self.id and self._fd is not None:
+            return True
+        # Also for our own id in a forked child (which closed its copy): ask the lock.
+        return _probe(self.folder / f"{owner}{LOCK_SUFFIX}")
+
+    def release(self) -> None:
+        """Give up the lock (idempotent); other instances will then treat us as dead."""
+        fd, self._fd = self._fd, None
+        if fd is None:
+            return
+        try:
+            self.path.unlink(missing_ok=True)
+        finally:
+            os.close(fd)
+
+    def _forget_in_child(self) -> None:
+        # A forked child shares the parent's open file description; closing the child's
+        # copy does not release the parent's lock, but keeps the child from outliving it
+        # as a false proof of life.
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)
+
+
+def sweep_dead_locks(folder: Path) -> None:
+    """Remove the lock files (and half-made ones) left behind by dead instances."""
+    for path in [*folder.glob(f"*{LOCK_SUFFIX}"), *folder.glob(".*.lock-staging")]:
+        _probe(path)
+
+
+def _probe(path: Path) -> bool:
+    try:
+        fd = os.open(path, os.O_RDWR)
+    except FileNotFoundError:
+        return False
+    try:
+        if not _try_lock(fd):
+            return True
+        # We hold the lock of a dead instance: its file is garbage now.
+        path.unlink(missing_ok=True)
+        return False
+    finally:
+        os.close(fd)
+
+
+if sys.platform != "win32":
+    import fcntl
+
+    def _lock(fd: int) -> None:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+    def _try_lock(fd: int) -> bool:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        return True
+
+    def _after_fork_in_child() -> None:
+        for lock in list(_LIVE):
+            lock._forget_in_child()
+
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+else:  # pragma: no cover - no flock: every other instance is presumed dead
+
+    def _lock(fd: int) -> None:
+        return None
+
+    def _try_lock(fd: int) -> bool:
+        return True

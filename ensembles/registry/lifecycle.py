@@ -1,0 +1,211 @@
+"""Job state transitions, as SQL run inside the caller's write transaction.
+
+queued -> running -> succeeded | failed | cancelled, and queued -> cancelled | failed.
+Each function reads the job under the write lock (``FOR UPDATE`` on Postgres; SQLite's
+``BEGIN IMMEDIATE`` already excludes other writers), checks the transition is allowed
+and applies it, so two processes can never both move one job.
+"""
+
+from __future__ import annotations
+
+import secrets
+from datetime import datetime
+from typing import Final, Literal
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from ensembles.errors import ConflictError, StorageError
+from ensembles.registry import rows
+from ensembles.registry.records import UNFINISHED, JobRecord, job_problem
+from ensembles.registry.schema import jobs, models
+
+INTERRUPTED_RUNNING: Final = "interrupted: the service stopped while this job was running"
+INTERRUPTED_QUEUED: Final = "interrupted: the service stopped before this job started"
+
+Ending = Literal["succeeded", "failed", "cancelled"]
+
+
+def new_job_id() -> str:
+    return f"job_{secrets.token_hex(12)}"
+
+
+def allocate_version(conn: Connection, name: str, now: datetime) -> int:
+    """Increment the model's counter (creating it at 1); never ``max(version) + 1``.
+
+    The UPDATE takes the row lock (Postgres) inside the caller's write transaction
+    (SQLite: the database lock), so concurrent submitters get consecutive numbers. A
+    concurrent first use of a name is settled by the primary key: the loser's INSERT
+    fails inside a savepoint and it increments the winner's row instead.
+    """
+    for _ in range(3):
+        bumped = conn.execute(
+            sa.update(models)
+            .where(models.c.name == name)
+            .values(last_version=models.c.last_version + 1)
+        )
+        if bumped.rowcount == 1:
+            query = sa.select(models.c.last_version).where(models.c.name == name)
+            return int(conn.execute(query).scalar_one())
+        try:
+            with conn.begin_nested():
+                conn.execute(sa.insert(models).values(name=name, last_version=1, created_at=now))
+            return 1
+        except sa.exc.IntegrityError:
+            continue
+    raise StorageError(f"could not allocate a version number for model {name!r}")
+
+
+def submit(
+    conn: Connection, name: str, request: dict[str, object], owner: str, now: datetime
+) -> JobRecord:
+    """Reserve the model's next version and queue a job holding it."""
+    number = allocate_version(conn, name, now)
+    job_id = new_job_id()
+    conn.execute(
+        sa.insert(jobs).values(
+            id=job_id,
+            model=name,
+            version=number,
+            status="queued",
+            progress={"done": 0, "total": 0, "stage": "queued"},
+            request=request,
+            error=None,
+            created_at=now,
+            cancel_requested=False,
+            owner=owner,
+        )
+    )
+    return rows.fetch_job(conn, job_id)
+
+
+def start(conn: Connection, job_id: str, owner: str, now: datetime) -> JobRecord:
+    job = rows.fetch_job(conn, job_id, for_update=True)
+    if job.status != "queued":
+        raise ConflictError(f"job {job_id} is {job.status}; only a queued job can start")
+    conn.execute(
+        sa.update(jobs)
+        .where(jobs.c.id == job_id)
+        .values(
+            status="running",
+            started_at=now,
+            owner=owner,
+            progress={**job.progress, "stage": "starting"},
+        )
+    )
+    return rows.fetch_job(conn, job_id)
+
+
+def record_progress(conn: Connection, job_id: str, progress: dict[str, object]) -> None:
+    """Progress of a running job; silently ignored once the job has ended."""
+    changed = conn.execute(
+        sa.update(jobs)
+        .where(jobs.c.id == job_id, jobs.c.status == "running")
+        .values(progress=progress)
+    ).rowcount
+    if changed == 0:
+        rows.fetch_job(conn, job_id)  # NotFoundError for an unknown id
+
+
+def request_cancel(conn: Connection, job_id: str, now: datetime) -> JobRecord:
+    """Queued: cancelled at once. Running: flagged, it ends at its next check."""
+    job = rows.fetch_job(conn, job_id, for_update=True)
+    if job.status == "queued":
+        end(conn, job, "cancelled", now)
+    elif job.status == "running":
+        conn.execute(sa.update(jobs).where(jobs.c.id == job_id).values(cancel_requested=True))
+    else:
+        raise ConflictError(f"job {job_id} already ended: it is {job.status}")
+    return rows.fetch_job(conn, job_id)
+
+
+def finish(
+    conn: Connection,
+    job_id: str,
+    status: Literal["failed", "cancelled"],
+    error: dict[str, object] | None,
+    now: datetime,
+) -> JobRecord:
+    job = rows.fetch_job(conn, job_id, for_update=True)
+    if job.status not in UNFINISHED:
+        raise ConflictError(f"job {job_id} already ended: it is {job.status}")
+    end(conn, job, status, now, error)
+    return rows.fetch_job(conn, job_id)
+
+
+def end(
+    conn: Connection,
+    job: JobRecord,
+    status: Ending,
+    now: datetime,
+    error: dict[str, object] | None = None,
+) -> None:
+    """Write a final state; ``progress.stage`` says how it ended."""
+    progress = {**job.progress, "stage": "done" if status == "succeeded" else status}
+    if status == "succeeded":
+        progress["done"] = progress.get("total", 0)
+    values: dict[str, object] = {
+        "status": status,
+        "finished_at": now,
+        "error": error,
+        "progress": progress,
+    }
+    if status == "cancelled":
+        values["cancel_requested"] = True
+    conn.execute(sa.update(jobs).where(jobs.c.id == job.id).values(**values))
+
+
+def cancel_if_unfinished(conn: Connection, job_id: str, now: datetime) -> None:
+    job = rows.fetch_job(conn, job_id, for_update=True)
+    if job.status in UNFINISHED:
+        end(conn, job, "cancelled", now)
+
+
+def fail_if_unfinished(
+    conn: Connection, job_id: str, problem: dict[str, object], now: datetime
+) -> None:
+    conn.execute(
+        sa.update(jobs)
+        .where(jobs.c.id == job_id, jobs.c.status.in_(UNFINISHED))
+        .values(status="failed", finished_at=now, error=problem)
+    )
+
+
+def interrupt(conn: Connection, owners: set[str | None], now: datetime) -> list[str]:
+    """Fail the unfinished jobs of dead ``owners`` (None: jobs that never had one)."""
+    named = {owner for owner in owners if owner is not None}
+    owned: sa.ColumnElement[bool] = jobs.c.owner.in_(named)
+    if None in owners:
+        owned = sa.or_(owned, jobs.c.owner.is_(None))
+    failed: list[str] = []
+    for status, detail in (("running", INTERRUPTED_RUNNING), ("queued", INTERRUPTED_QUEUED)):
+        query = sa.select(jobs.c.id).where(owned, jobs.c.status == status)
+        ids = [str(job_id) for job_id in conn.execute(query).scalars()]
+        if ids:
+            problem = job_problem("interrupted", "Training interrupted", detail)
+            conn.execute(
+                sa.update(jobs)
+                .where(jobs.c.id.in_(ids))
+                .values(status="failed", finished_at=now, error=problem)
+            )
+            failed.extend(ids)
+    return failed
+
+
+def stop_jobs_of_deleted_model(conn: Connection, name: str, now: datetime) -> None:
+    """Cancel queued jobs and flag running ones, so a deleted model does not reappear."""
+    conn.execute(
+        sa.update(jobs)
+        .where(jobs.c.model == name, jobs.c.status == "queued")
+        .values(
+            status="cancelled",
+            finished_at=now,
+            cancel_requested=True,
+            error=job_problem("cancelled", "Training cancelled", "the model was deleted"),
+        )
+    )
+    conn.execute(
+        sa.update(jobs)
+        .where(jobs.c.model == name, jobs.c.status == "running")
+        .values(cancel_requested=True)
+    )

@@ -1,0 +1,557 @@
+"""The registry on a SQL database (SQLite by default) plus two file stores.
+
+This class decides transaction boundaries and the order of file and database steps; the
+SQL lives in ``rows`` (reads), ``lifecycle`` (jobs) and ``versioning`` (versions and
+aliases). Files are written before the row that refers to them and removed after that
+row is gone, so a crash can leave an unreferenced file (removed at the next start) but
+never a row pointing at a missing or partial file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Final, Literal, TypeVar
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine
+
+from ensembles.errors import (
+    ConflictError,
+    NotFoundError,
+    Problem,
+    SpecError,
+    StorageError,
+    TrainingCancelledError,
+)
+from ensembles.registry import database, lifecycle, rows, versioning
+from ensembles.registry.artifacts import ArtifactStore, describe
+from ensembles.registry.base import Registry
+from ensembles.registry.datasets import (
+    DatasetStore,
+    check_dataset_id,
+    check_parquet,
+    new_dataset_id,
+)
+from ensembles.registry.files import WrittenFile, ensure_folder, remove_quietly, stray_temp_files
+from ensembles.registry.instances import InstanceLock, sweep_dead_locks
+from ensembles.registry.lifecycle import INTERRUPTED_QUEUED, INTERRUPTED_RUNNING
+from ensembles.registry.names import validate_alias, validate_model_name
+from ensembles.registry.records import (
+    FINISHED,
+    JOB_STATUSES,
+    UNFINISHED,
+    DatasetRecord,
+    JobRecord,
+    ModelRecord,
+    VersionRecord,
+    job_problem,
+)
+from ensembles.registry.schema import datasets, jobs, versions
+
+__all__ = ["INTERRUPTED_QUEUED", "INTERRUPTED_RUNNING", "SqlRegistry"]
+
+log = logging.getLogger(__name__)
+
+MAX_DATASET_NAME: Final = 256
+T = TypeVar("T")
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _json_copy(value: T, what: str) -> T:
+    """A deep copy through JSON: proves ``value`` can be stored on every backend."""
+    try:
+        copied: T = json.loads(database.dump_json(value))
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{what} is not storable as JSON: {exc}") from exc
+    return copied
+
+
+def _reason(exc: BaseException) -> str:
+    """A one-line reason for logs and readiness, without the SQL statement."""
+    if isinstance(exc, sa.exc.DBAPIError) and exc.orig is not None:
+        exc = exc.orig
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
+
+
+class SqlRegistry:
+    """Datasets, jobs, versions and aliases in a SQL database; files under ``data_dir``.
+
+    Thread-safe (one engine, a connection per call). Open one per process: a forked
+    child gets fresh connections, but the jobs and the instance lock stay the parent's.
+    """
+
+    def __init__(self, *, data_dir: Path, engine: Engine, lock: InstanceLock) -> None:
+        """Use :meth:`open`; this only wires already-prepared parts together."""
+        self.data_dir = data_dir
+        self.instance_id = lock.id
+        self.artifacts = ArtifactStore(data_dir / "artifacts", lock.id)
+        self.datasets = DatasetStore(data_dir / "datasets", lock.id)
+        self._engine = engine
+        self._lock = lock
+        self._pid = self._opened_by = os.getpid()
+        self._closed = False
+
+    # ------------------------------------------------------------------ life cycle
+
+    @classmethod
+    def open(cls, data_dir: Path | str, database_url: str | None = None) -> SqlRegistry:
+        """Open (creating if needed) the registry in ``data_dir`` and make it consistent.
+
+        Creates the folders, migrates the schema to head, then fails the jobs that dead
+        instances left queued or running and removes their temporary and orphaned files.
+        """
+        root = Path(data_dir)
+        for folder in (root, root / "artifacts", root / "datasets", root / "locks"):
+            ensure_folder(folder)
+        lock = InstanceLock(root / "locks")
+        try:
+            engine = database.create_engine(database.database_url(root, database_url))
+            try:
+                database.upgrade(engine)
+                registry = cls(data_dir=root, engine=engine, lock=lock)
+                registry.recover()
+            except BaseException:
+                engine.dispose()
+                raise
+        except sa.exc.SQLAlchemyError as exc:
+            lock.release()
+            raise StorageError(f"could not open the registry database: {_reason(exc)}") from exc
+        except BaseException:
+            lock.release()
+            raise
+        return registry
+
+    def close(self) -> None:
+        """Fail this instance's unfinished jobs, release connections and the instance lock."""
+        if self._closed:
+            return
+        self._closed = True
+        if os.getpid() != self._opened_by:  # a forked child: the jobs are the parent's
+            self._engine.dispose(close=False)
+            return
+        try:
+            self._run_write(
+                lambda conn: lifecycle.interrupt(conn, {self.instance_id}, _now()), force=True
+            )
+        except StorageError as exc:
+            log.warning("could not mark this instance's jobs as interrupted: %s", exc)
+        finally:
+            self._engine.dispose()
+            self._lock.release()
+
+    def __enter__(self) -> SqlRegistry:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def check(self) -> dict[str, str]:
+        """Readiness: ``"ok"`` or a short reason for the database and the artifact store."""
+        result: dict[str, str] = {}
+        try:
+            with self._read() as conn:
+                conn.execute(sa.select(1)).scalar_one()
+            result["database"] = "ok"
+        except Exception as exc:
+            result["database"] = _reason(exc.__cause__ or exc)
+        try:
+            self.artifacts.probe()
+            result["artifact_store"] = "ok"
+        except OSError as exc:
+            result["artifact_store"] = f"cannot write to {self.artifacts.root}: {_reason(exc)}"
+        return result
+
+    def recover(self) -> list[str]:
+        """Clean up after dead instances; returns the ids of the jobs it failed.
+
+        Runs at :meth:`open`; a service whose data folder is shared by several processes
+        may also call it periodically, as one of them can die while the others live on.
+        """
+        sweep_dead_locks(self._lock.folder)
+        with self._read() as conn:
+            query = sa.select(jobs.c.owner).where(jobs.c.status.in_(UNFINISHED)).distinct()
+            owners: set[str | None] = set(conn.execute(query).scalars())
+        dead = {owner for owner in owners if not self._lock.is_alive(owner)}
+        failed: list[str] = []
+        if dead:
+            failed = self._run_write(lambda conn: lifecycle.interrupt(conn, dead, _now()))
+            log.warning("failed %d job(s) of stopped instances: %s", len(failed), failed)
+        for root in (self.artifacts.root, self.datasets.root):
+            for path in stray_temp_files(root, lambda owner: not self._lock.is_alive(owner)):
+                log.info("removing stray temporary file %s", path)
+                remove_quietly(path)
+        self._remove_orphan_artifacts()
+        return failed
+
+    def _remove_orphan_artifacts(self) -> None:
+        """Remove files of versions that no row refers to and no live job will publish.
+
+        Such a file exists when a process died between renaming an artifact into place
+        and committing its version, or between deleting a version and its file. The
+        listing comes first, so a file that appears afterwards is not considered; a job
+        that has ended can no longer publish, so its file is safe to remove.
+        """
+        on_disk = list(self.artifacts.stored())
+        if not on_disk:
+            return
+        with self._read() as conn:
+            visible = {
+                (str(m), int(v))
+                for m, v in conn.execute(sa.select(versions.c.model, versions.c.version))
+            }
+            ended = sa.select(jobs.c.model, jobs.c.version).where(jobs.c.status.in_(FINISHED))
+            finished = {(str(m), int(v)) for m, v in conn.execute(ended)}
+        for model, number, path in on_disk:
+            if (model, number) in finished and (model, number) not in visible:
+                log.info("removing orphaned artifact %s", path)
+                remove_quietly(path)
+
+    # ------------------------------------------------------------------ transactions
+
+    def _connect(self, *, force: bool = False) -> Connection:
+        if self._closed and not force:
+            raise StorageError("the registry is closed")
+        if os.getpid() != self._pid:  # forked: never share the parent's connections
+            self._engine.dispose(close=False)
+            self._pid = os.getpid()
+        return self._engine.connect()
+
+    @contextmanager
+    def _read(self) -> Iterator[Connection]:
+        """A connection for reads: its statements share one snapshot; never blocks (WAL)."""
+        try:
+            with self._connect() as conn:
+                yield conn
+        except sa.exc.SQLAlchemyError as exc:
+            raise StorageError(f"registry database error: {_reason(exc)}") from exc
+
+    @contextmanager
+    def _write(self, *, force: bool = False) -> Iterator[Connection]:
+        """A write transaction, committed on normal exit; takes the write lock up front."""
+        try:
+            with self._connect(force=force) as conn:
+                conn.execution_options(**{database.WRITE_OPTION: True})
+                with conn.begin():
+                    yield conn
+        except sa.exc.SQLAlchemyError as exc:
+            raise StorageError(f"registry database error: {_reason(exc)}") from exc
+
+    def _run_write(self, step: Callable[[Connection], T], *, force: bool = False) -> T:
+        with self._write(force=force) as conn:
+            return step(conn)
+
+    # ------------------------------------------------------------------ datasets
+
+    def create_dataset(
+        self, *, name: str | None, parquet: bytes, n_rows: int, columns: list[dict[str, object]]
+    ) -> DatasetRecord:
+        """Store canonical Parquet bytes immutably with their summary, under a new id."""
+        if name is not None and len(name) > MAX_DATASET_NAME:
+            raise SpecError(
+                "dataset name too long", [Problem(("name",), f"at most {MAX_DATASET_NAME} chars")]
+            )
+        if n_rows < 0:
+            raise ValueError("n_rows must be >= 0")
+        check_parquet(parquet)
+        summary = _json_copy(columns, "the column summary")
+        dataset_id = new_dataset_id()
+        try:
+            written = self.datasets.write(dataset_id, parquet)
+        except OSError as exc:
+            raise StorageError(f"could not store the dataset: {_reason(exc)}") from exc
+        record = DatasetRecord(
+            id=dataset_id,
+            name=name,
+            n_rows=n_rows,
+            n_columns=len(summary),
+            sha256=written.sha256,
+            size_bytes=written.size,
+            columns=summary,
+            created_at=_now(),
+        )
+        try:
+            with self._write() as conn:
+                conn.execute(sa.insert(datasets).values(**dataclasses.asdict(record)))
+        except BaseException:
+            self.datasets.remove(dataset_id)
+            raise
+        return record
+
+    def get_dataset(self, dataset_id: str) -> DatasetRecord:
+        check_dataset_id(dataset_id)
+        with self._read() as conn:
+            return rows.fetch_dataset(conn, dataset_id)
+
+    def list_datasets(self) -> list[DatasetRecord]:
+        """Every dataset, newest first."""
+        query = sa.select(datasets).order_by(datasets.c.created_at.desc(), datasets.c.id)
+        with self._read() as conn:
+            return [rows.dataset_record(row) for row in conn.execute(query).mappings()]
+
+    def delete_dataset(self, dataset_id: str) -> None:
+        """Forget a dataset; versions trained on it keep working (artifacts are standalone)."""
+        check_dataset_id(dataset_id)
+        with self._write() as conn:
+            if conn.execute(sa.delete(datasets).where(datasets.c.id == dataset_id)).rowcount == 0:
+                raise NotFoundError(f"dataset {dataset_id!r} not found")
+        self.datasets.remove(dataset_id)
+
+    def read_dataset_parquet(self, dataset_id: str) -> bytes:
+        """The stored Parquet bytes, verified against the recorded sha256."""
+        record = self.get_dataset(dataset_id)
+        return self.datasets.read(dataset_id, record.sha256, record.size_bytes)
+
+    # ------------------------------------------------------------------ jobs
+
+    def submit_job(self, model: str, request: dict[str, object]) -> JobRecord:
+        """Reserve the next version number of ``model`` and queue a job for it, atomically."""
+        name = validate_model_name(model)
+        stored = _json_copy(request, "the training request")
+        return self._run_write(
+            lambda conn: lifecycle.submit(conn, name, stored, self.instance_id, _now())
+        )
+
+    def get_job(self, job_id: str) -> JobRecord:
+        with self._read() as conn:
+            return rows.fetch_job(conn, job_id)
+
+    def list_jobs(
+        self, status: str | None = None, model: str | None = None, limit: int | None = None
+    ) -> list[JobRecord]:
+        """Jobs, newest first, optionally filtered by status and model."""
+        query = sa.select(jobs).order_by(jobs.c.created_at.desc(), jobs.c.version.desc())
+        if status is not None:
+            if status not in JOB_STATUSES:
+                raise SpecError(
+                    f"unknown job status {status!r}",
+                    [Problem(("status",), f"must be one of {', '.join(JOB_STATUSES)}")],
+                )
+            query = query.where(jobs.c.status == status)
+        if model is not None:
+            query = query.where(jobs.c.model == validate_model_name(model))
+        if limit is not None:
+            query = query.limit(max(limit, 0))
+        with self._read() as conn:
+            return [rows.job_record(row) for row in conn.execute(query).mappings()]
+
+    def start_job(self, job_id: str) -> JobRecord:
+        """queued -> running (ConflictError otherwise); this instance becomes its owner."""
+        return self._run_write(lambda conn: lifecycle.start(conn, job_id, self.instance_id, _now()))
+
+    def update_progress(self, job_id: str, done: int, total: int, stage: str) -> None:
+        """Record a running job's progress (ignored once it has ended).
+
+        Each call is a committed write: throttle them (a few per second at most).
+        """
+        if done < 0 or total < 0:
+            raise ValueError("progress counts must be >= 0")
+        progress: dict[str, object] = {"done": int(done), "total": int(total), "stage": stage}
+        self._run_write(lambda conn: lifecycle.record_progress(conn, job_id, progress))
+
+    def request_cancel(self, job_id: str) -> JobRecord:
+        """Cancel a queued job now, or ask a running one to stop; ConflictError once ended."""
+        return self._run_write(lambda conn: lifecycle.request_cancel(conn, job_id, _now()))
+
+    def finish_job(
+        self,
+        job_id: str,
+        status: Literal["failed", "cancelled"],
+        error: dict[str, object] | None,
+    ) -> JobRecord:
+        """End an unfinished job without a version (ConflictError if it already ended).
+
+        Not needed after :meth:`publish_version`, which always ends the job itself.
+        """
+        if status not in ("failed", "cancelled"):
+            raise ValueError(f"a job can only be finished as failed or cancelled, not {status!r}")
+        if error is None and status == "failed":
+            error = job_problem("training_failed", "Training failed", "no reason was given")
+        stored = None if error is None else _json_copy(error, "the job error")
+        return self._run_write(lambda conn: lifecycle.finish(conn, job_id, status, stored, _now()))
+
+    # ------------------------------------------------------------------ publishing
+
+    def publish_version(
+        self, job_id: str, model: object, metadata: dict[str, object]
+    ) -> VersionRecord:
+        """Store the fitted ``model`` as the job's reserved version and make it visible.
+
+        The artifact is made durable first; then one transaction inserts the version and
+        marks the job succeeded. This method always ends the job: succeeded; failed with
+        a storage problem (raises StorageError; the file is removed, earlier versions are
+        untouched); or cancelled when a cancel was requested meanwhile (raises
+        TrainingCancelledError). A job that is not running raises ConflictError and is
+        left as it is.
+        """
+        job = self.get_job(job_id)
+        if job.status != "running":
+            raise ConflictError(f"job {job_id} is {job.status}; only a running job can publish")
+        if job.cancel_requested:
+            self._run_write(lambda conn: lifecycle.cancel_if_unfinished(conn, job_id, _now()))
+            raise TrainingCancelledError(f"job {job_id} was cancelled before it was published")
+        name, number = validate_model_name(job.model), job.version
+        what = describe(name, number)
+        try:
+            document = _json_copy(metadata, "the version metadata")
+        except TypeError as exc:
+            raise self._storage_failure(job_id, f"could not record {what}: {exc}") from exc
+        try:
+            written = self.artifacts.write(name, number, model)
+        except Exception as exc:
+            detail = f"could not write the artifact of {what}: {_reason(exc)}"
+            raise self._storage_failure(job_id, detail) from exc
+        document["artifact"] = versioning.artifact_block(document.get("artifact"), written)
+        try:
+            outcome = self._run_write(
+                lambda conn: self._make_visible(conn, job_id, written, document)
+            )
+        except BaseException as exc:
+            self.artifacts.remove(name, number)
+            if isinstance(exc, StorageError):
+                raise self._storage_failure(
+                    job_id, f"could not record {what}: {exc.detail}"
+                ) from exc
+            raise
+        if outcome != "succeeded":
+            self.artifacts.remove(name, number)
+            if outcome == "cancelled":
+                raise TrainingCancelledError(f"job {job_id} was cancelled before it was published")
+            raise ConflictError(f"job {job_id} is {outcome}; the version was not published")
+        with self._read() as conn:
+            return rows.fetch_version(conn, name, number)
+
+    @staticmethod
+    def _make_visible(
+        conn: Connection, job_id: str, written: WrittenFile, document: dict[str, object]
+    ) -> str:
+        """The visibility transaction; returns how the job ended (or its status as found)."""
+        now = _now()
+        job = rows.fetch_job(conn, job_id, for_update=True)
+        if job.status != "running":
+            return job.status
+        if job.cancel_requested:
+            lifecycle.end(conn, job, "cancelled", now)
+            return "cancelled"
+        versioning.insert_version(conn, job, written, document, now)
+        lifecycle.end(conn, job, "succeeded", now)
+        return "succeeded"
+
+    def _storage_failure(self, job_id: str, detail: str) -> StorageError:
+        """Mark the job failed (best effort) and return the error to raise."""
+        problem = job_problem("storage", "Storage unavailable", detail)
+        try:
+            self._run_write(
+                lambda conn: lifecycle.fail_if_unfinished(conn, job_id, problem, _now())
+            )
+        except StorageError as exc:
+            log.error("job %s could not be marked failed: %s", job_id, exc)
+        return StorageError(detail)
+
+    # ------------------------------------------------------------------ models and versions
+
+    def list_models(self) -> list[ModelRecord]:
+        """Models with at least one visible version, by name."""
+        with self._read() as conn:
+            return rows.model_records(conn)
+
+    def get_model(self, name: str) -> ModelRecord:
+        name = validate_model_name(name)
+        with self._read() as conn:
+            return rows.model_record(conn, name)
+
+    def delete_model(self, name: str) -> None:
+        """Remove every version, alias and artifact; the counter stays (numbers continue).
+
+        Queued jobs of the model are cancelled and running ones asked to stop, so a
+        deleted model does not reappear when an old job finishes.
+        """
+        name = validate_model_name(name)
+
+        def delete(conn: Connection) -> list[int]:
+            numbers = versioning.delete_model(conn, name)
+            lifecycle.stop_jobs_of_deleted_model(conn, name, _now())
+            return numbers
+
+        for number in self._run_write(delete):
+            self.artifacts.remove(name, number)
+
+    def list_versions(self, name: str) -> list[VersionRecord]:
+        """Visible versions, newest first."""
+        name = validate_model_name(name)
+        with self._read() as conn:
+            return rows.version_records(conn, name)
+
+    def get_version(self, name: str, ref: str | int) -> VersionRecord:
+        """The version ``ref`` names: an int, a digit string, ``latest`` or an alias."""
+        name = validate_model_name(name)
+        with self._read() as conn:  # autobegun: both queries read the same snapshot
+            return rows.fetch_version(conn, name, rows.resolve_ref(conn, name, ref))
+
+    def delete_version(self, name: str, version: int) -> None:
+        """Delete a version and its artifact; ConflictError names the aliases on it."""
+        name = validate_model_name(name)
+        self._run_write(lambda conn: versioning.delete_version(conn, name, version))
+        self.artifacts.remove(name, version)
+
+    def set_alias(self, name: str, alias: str, version: int) -> ModelRecord:
+        """Point ``alias`` at ``version`` (creating or moving it) in one atomic update."""
+        name, alias = validate_model_name(name), validate_alias(alias)
+
+        def move(conn: Connection) -> ModelRecord:
+            versioning.set_alias(conn, name, alias, version, _now())
+            return rows.model_record(conn, name)
+
+        return self._run_write(move)
+
+    def delete_alias(self, name: str, alias: str) -> None:
+        name, alias = validate_model_name(name), validate_alias(alias)
+        self._run_write(lambda conn: versioning.delete_alias(conn, name, alias))
+
+    # ------------------------------------------------------------------ artifacts
+
+    def artifact_path(self, name: str, version: int) -> Path:
+        """Where a visible version's artifact lives (for streaming it to a client)."""
+        self._visible(name, version)
+        return self.artifacts.path(name, version)
+
+    def read_artifact(self, name: str, version: int) -> bytes:
+        """A visible version's artifact bytes, verified against the recorded sha256."""
+        record = self._visible(name, version)
+        try:
+            return self.artifacts.read(name, version, record.artifact_sha256, record.artifact_size)
+        except Exception:
+            self._visible(name, version)  # deleted meanwhile: NotFoundError, not damage
+            raise
+
+    def load_model(self, name: str, version: int) -> object:
+        """Unpickle a version's model, only after its bytes matched the recorded sha256."""
+        record = self._visible(name, version)
+        try:
+            return self.artifacts.load(name, version, record.artifact_sha256, record.artifact_size)
+        except Exception:
+            self._visible(name, version)  # deleted meanwhile: NotFoundError, not damage
+            raise
+
+    def _visible(self, name: str, version: int) -> VersionRecord:
+        name = validate_model_name(name)
+        with self._read() as conn:
+            return rows.fetch_version(conn, name, version)
+
+
+if TYPE_CHECKING:
+
+    def _implements_the_protocol(registry: SqlRegistry) -> Registry:
+        return registry  # mypy proves SqlRegistry structurally satisfies Registry

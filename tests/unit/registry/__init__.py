@@ -1,0 +1,1 @@
+"""Tests of ensembles.registry: storage, versions, jobs, crashes and concurrency."""

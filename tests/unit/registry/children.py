@@ -1,0 +1,107 @@
+"""Child processes of the crash and concurrency tests (run as a script, never collected).
+
+``children.py crash <data_dir> <point>``: once told to go (a line on stdin), reserve a
+version, start publishing a large
+artifact and stop dead at ``<point>`` (printing ``at-point``) so the parent can SIGKILL
+the process there. Points: ``write:<n>`` (n-th write of the artifact), ``fsync-file``,
+``replace`` (before the rename), ``fsync-folder`` (renamed, folder not yet synced),
+``commit`` (inside the transaction that makes the version visible).
+
+``children.py versions <data_dir> <model> <count> <go_file>``: open the registry, wait
+for ``go_file`` to exist (so all children start together), then create ``count``
+versions and print the numbers it got as one JSON line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ensembles.registry import SqlRegistry, files, versioning
+
+
+def _stop_here() -> None:
+    print("at-point", flush=True)
+    while True:
+        time.sleep(60)
+
+
+def _install(point: str) -> None:
+    if point.startswith("write:"):
+        limit = int(point.split(":", 1)[1])
+        original_write = files.HashingWriter.write
+        calls = 0
+
+        def write(self: files.HashingWriter, data: Any) -> int:
+            nonlocal calls
+            calls += 1
+            if calls == limit:
+                _stop_here()
+            return original_write(self, data)
+
+        files.HashingWriter.write = write  # type: ignore[method-assign]
+    elif point == "fsync-file":
+        os.fsync = _first_call_stops(os.fsync)
+    elif point == "replace":
+        os.replace = _first_call_stops(os.replace)
+    elif point == "fsync-folder":
+        files.fsync_folder = lambda folder: _stop_here()
+    elif point == "commit":
+        original_insert = versioning.insert_version
+
+        def insert(*args: Any) -> None:
+            original_insert(*args)
+            _stop_here()
+
+        versioning.insert_version = insert  # type: ignore[assignment]
+    else:
+        raise SystemExit(f"unknown point {point}")
+
+
+def _first_call_stops(function: Callable[..., Any]) -> Callable[..., Any]:
+    def wrapper(*args: Any) -> Any:
+        _stop_here()
+        return function(*args)
+
+    return wrapper
+
+
+def crash(data_dir: str, point: str) -> None:
+    registry = SqlRegistry.open(data_dir)
+    print("ready", flush=True)
+    sys.stdin.readline()  # the parent says when (imports overlap with the previous trial)
+    job = registry.submit_job("crashy", {"point": point})
+    registry.start_job(job.id)
+    print(f"job {job.id} {job.version}", flush=True)
+    big = [os.urandom(65536) for _ in range(200)]  # ~13 MB, hundreds of writes
+    _install(point)
+    registry.publish_version(job.id, big, {"task": "regression"})
+    print("published", flush=True)
+
+
+def versions(data_dir: str, model: str, count: str, go_file: str) -> None:
+    registry = SqlRegistry.open(data_dir)
+    print("ready", flush=True)
+    while not Path(go_file).exists():
+        time.sleep(0.005)
+    got = []
+    for i in range(int(count)):
+        job = registry.submit_job(model, {"i": i, "pid": os.getpid()})
+        registry.start_job(job.id)
+        record = registry.publish_version(job.id, {"pid": os.getpid(), "i": i}, {"i": i})
+        got.append(record.version)
+    registry.close()
+    print(json.dumps(got), flush=True)
+
+
+if __name__ == "__main__":
+    mode, *rest = sys.argv[1:]
+    if mode == "crash":
+        crash(*rest)
+    else:
+        versions(*rest)
