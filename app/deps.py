@@ -1,0 +1,99 @@
+"""Dependencies: the collaborators the lifespan put on ``app.state``, and access checks.
+
+Handlers take ``RegistryDep``, ``SettingsDep``, ... so they read like prose and tests
+can build an app around any settings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from app.jobs import JobRunner
+from app.metrics import Metrics
+from app.problems import ForbiddenError, UnauthenticatedError
+from app.settings import ROLES, Role, Settings
+from ensembles.registry import ModelCache, SqlRegistry
+
+
+@dataclass
+class Services:
+    """Everything a request may need, built once per app by the lifespan."""
+
+    settings: Settings
+    registry: SqlRegistry
+    cache: ModelCache
+    runner: JobRunner
+    metrics: Metrics
+
+
+def get_services(request: Request) -> Services:
+    services: Services = request.app.state.services
+    return services
+
+
+def get_settings(request: Request) -> Settings:
+    settings: Settings = request.app.state.settings
+    return settings
+
+
+def get_registry(request: Request) -> SqlRegistry:
+    return get_services(request).registry
+
+
+def get_runner(request: Request) -> JobRunner:
+    return get_services(request).runner
+
+
+def get_cache(request: Request) -> ModelCache:
+    return get_services(request).cache
+
+
+ServicesDep = Annotated[Services, Depends(get_services)]
+SettingsDep = Annotated[Settings, Depends(get_settings)]
+RegistryDep = Annotated[SqlRegistry, Depends(get_registry)]
+RunnerDep = Annotated[JobRunner, Depends(get_runner)]
+CacheDep = Annotated[ModelCache, Depends(get_cache)]
+
+_bearer = HTTPBearer(auto_error=False, description="An API key (ENSEMBLE_API_KEYS).")
+BearerDep = Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
+
+
+def require(role: Role) -> Callable[..., Awaitable[None]]:
+    """A dependency allowing keys of ``role`` or a higher one (read < train < admin)."""
+    needed = ROLES.index(role)
+
+    async def check(request: Request, credentials: BearerDep) -> None:
+        settings = get_settings(request)
+        if not settings.api_keys:
+            return
+        if credentials is None:
+            raise UnauthenticatedError("this service needs an API key: Authorization: Bearer <key>")
+        granted = settings.api_keys.get(credentials.credentials)
+        if granted is None:
+            raise UnauthenticatedError("unknown API key")
+        if ROLES.index(granted) < needed:
+            raise ForbiddenError(f"the key's role '{granted}' may not do this; it needs '{role}'")
+
+    return check
+
+
+def require_unless(open_setting: str) -> Callable[..., Awaitable[None]]:
+    """``read`` access unless the boolean setting ``open_setting`` is true."""
+    read = require("read")
+
+    async def check(request: Request, credentials: BearerDep) -> None:
+        if getattr(get_settings(request), open_setting):
+            return
+        await read(request, credentials)
+
+    return check
+
+
+READ = Depends(require("read"))
+TRAIN = Depends(require("train"))
+ADMIN = Depends(require("admin"))

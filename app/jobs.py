@@ -1,0 +1,348 @@
+"""The job runner: training jobs in separate worker processes, a bounded queue, supervision.
+
+Each job runs in its own process (multiprocessing's ``forkserver`` context: children are
+forked from a small single-threaded server that preloaded the library, never from this
+threaded process), so a crash or an out-of-memory kill fails that job and nothing else.
+At most ``max_concurrent_jobs`` run at once; the rest wait in a queue of bounded length.
+
+The runner, an asyncio task of the server, owns the job's life cycle around the worker:
+it marks a job running before starting its process (so the job belongs to this server
+instance, and a restart after a crash of the server fails it), watches the processes,
+and settles every job whose worker ended without settling it (killed, crashed, timed
+out, or terminated after a cancel it did not honour in time). Workers report progress
+and read the cancel flag through the registry database.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import multiprocessing
+import signal
+import time
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
+from pathlib import Path
+from typing import Any, Final, Literal
+
+from app.problems import QueueFullError
+from app.services import in_thread
+from app.settings import Settings
+from app.worker import WorkerConfig, run_job
+from ensembles import Problem
+from ensembles.errors import ConflictError, NotFoundError, StorageError
+from ensembles.registry import JobRecord, SqlRegistry, job_problem
+
+log = logging.getLogger(__name__)
+
+TICK_S: Final = 0.1
+CANCEL_SCAN_S: Final = 0.5
+KILL_AFTER_S: Final = 3.0
+FINISHED: Final = ("succeeded", "failed", "cancelled")
+
+Reason = Literal["timeout", "cancelled"]
+
+
+@dataclass
+class _Running:
+    process: BaseProcess
+    alive: Connection  # the write end of the worker's server-alive pipe (never written)
+    deadline: float
+    cancel_deadline: float | None = None
+    reason: Reason | None = None
+    kill_at: float | None = None
+
+
+class JobRunner:
+    """Queue and supervise training worker processes; every method runs on the event loop."""
+
+    def __init__(self, registry: SqlRegistry, settings: Settings) -> None:
+        self.registry = registry
+        self.settings = settings
+        self._context = multiprocessing.get_context("forkserver")
+        self._context.set_forkserver_preload(["app.worker"])
+        self._queue: deque[str] = deque()
+        self._running: dict[str, _Running] = {}
+        self._reserved = 0
+        self._events: dict[str, asyncio.Event] = {}
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._warming: asyncio.Task[None] | None = None
+        self._stopping = False
+        self._last_scan = 0.0
+
+    # ------------------------------------------------------------------ life cycle
+
+    async def start(self) -> None:
+        self._task = asyncio.create_task(self._loop(), name="job-runner")
+        # Start the fork server now, in the background, so the first job starts quickly.
+        self._warming = asyncio.create_task(in_thread(self._warm_up), name="forkserver-warm-up")
+
+    def _warm_up(self) -> None:
+        from multiprocessing import forkserver
+
+        try:
+            forkserver.ensure_running()
+        except Exception:  # the first job will try again and report
+            log.exception("could not start the training fork server")
+
+    async def stop(self) -> None:
+        """Stop supervising and end the workers; the registry then fails their jobs."""
+        # A flag, not task.cancel(): a cancel arriving while the loop waits for a thread
+        # (anyio shields those waits) could be swallowed and leave the loop running.
+        self._stopping = True
+        self._wake.set()
+        for task in (self._task, self._warming):
+            if task is not None:
+                await task
+        for entry in self._running.values():
+            _terminate(entry.process)
+        await in_thread(self._join_all, KILL_AFTER_S)
+        for entry in self._running.values():
+            entry.alive.close()
+        self._running.clear()
+        self._queue.clear()
+
+    def _join_all(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        for entry in self._running.values():
+            entry.process.join(max(0.0, deadline - time.monotonic()))
+            if entry.process.exitcode is None:
+                entry.process.kill()
+                entry.process.join(1.0)
+
+    @property
+    def healthy(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    def worker_pid(self, job_id: str) -> int | None:
+        """The process id of a running job's worker (for operators and tests)."""
+        entry = self._running.get(job_id)
+        return None if entry is None else entry.process.pid
+
+    # ------------------------------------------------------------------ submitting
+
+    @contextlib.contextmanager
+    def reservation(self) -> Iterator[None]:
+        """Hold a place in the queue while a job is being submitted (429 when full)."""
+        capacity = self.settings.max_concurrent_jobs + self.settings.max_queued_jobs
+        if len(self._queue) + len(self._running) + self._reserved >= capacity:
+            raise QueueFullError(
+                f"{len(self._queue)} jobs are waiting and {len(self._running)} running; "
+                "retry when some have finished",
+                [Problem((), f"at most {self.settings.max_queued_jobs} jobs may wait")],
+            )
+        self._reserved += 1
+        try:
+            yield
+        finally:
+            self._reserved -= 1
+
+    def enqueue(self, job_id: str) -> None:
+        self._queue.append(job_id)
+        self._wake.set()
+
+    async def cancel(self, job_id: str) -> JobRecord:
+        """Cancel now when queued; when running, the worker stops at its next check, or
+        is terminated after ``cancel_grace_s``. ConflictError when the job already ended."""
+        job = await in_thread(self.registry.request_cancel, job_id)
+        if job.status == "cancelled":
+            with contextlib.suppress(ValueError):
+                self._queue.remove(job_id)
+            self._settled(job_id)
+        elif (entry := self._running.get(job_id)) is not None:
+            self._arm_cancel(entry)
+        return job
+
+    def _arm_cancel(self, entry: _Running) -> None:
+        if entry.cancel_deadline is None:
+            entry.cancel_deadline = time.monotonic() + self.settings.cancel_grace_s
+            self._wake.set()
+
+    async def wait(self, job_id: str, timeout: float) -> JobRecord:
+        """The job once it ended, or as it is after ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        event = self._events.setdefault(job_id, asyncio.Event())
+        try:
+            while True:
+                job = await in_thread(self.registry.get_job, job_id)
+                remaining = deadline - time.monotonic()
+                if job.status in FINISHED or remaining <= 0:
+                    return job
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(event.wait(), min(remaining, 1.0))
+        finally:
+            if self._events.get(job_id) is event and event.is_set():
+                del self._events[job_id]
+
+    def _settled(self, job_id: str) -> None:
+        event = self._events.get(job_id)
+        if event is not None:
+            event.set()
+
+    # ------------------------------------------------------------------ the loop
+
+    async def _loop(self) -> None:
+        while not self._stopping:
+            try:
+                await self._start_queued()
+                await self._supervise()
+            except Exception:  # keep supervising whatever one round hit
+                log.exception("job runner round failed")
+            if self._stopping:
+                break
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), TICK_S)
+
+    async def _start_queued(self) -> None:
+        while (
+            self._queue
+            and len(self._running) < self.settings.max_concurrent_jobs
+            and not self._stopping
+        ):
+            job_id = self._queue.popleft()
+            try:
+                await in_thread(self.registry.start_job, job_id)
+            except (ConflictError, NotFoundError):
+                continue  # cancelled (or its model deleted) while it waited
+            try:
+                process, alive = await in_thread(self._spawn, job_id)
+            except Exception as exc:
+                log.exception("could not start a worker for %s", job_id)
+                detail = f"could not start a training process: {type(exc).__name__}: {exc}"
+                problem = job_problem("worker_crashed", "Training process died", detail)
+                await self._finish(job_id, "failed", problem)
+                continue
+            deadline = time.monotonic() + self.settings.job_timeout_s
+            self._running[job_id] = _Running(process, alive, deadline)
+            log.info("job %s started in process %s", job_id, process.pid)
+
+    def _spawn(self, job_id: str) -> tuple[BaseProcess, Connection]:
+        config = WorkerConfig(
+            data_dir=str(Path(self.settings.data_dir).resolve()),
+            database_url=self.settings.database_url,
+            job_id=job_id,
+            memory_limit_mb=self.settings.job_memory_limit_mb,
+        )
+        reader, writer = self._context.Pipe(duplex=False)
+        process = self._context.Process(
+            target=run_job, args=(config, reader), name=f"train-{job_id}", daemon=True
+        )
+        try:
+            process.start()
+        except BaseException:
+            writer.close()
+            raise
+        finally:
+            reader.close()  # the child has its own copy now
+        return process, writer
+
+    async def _supervise(self) -> None:
+        now = time.monotonic()
+        if self._running and now - self._last_scan >= CANCEL_SCAN_S:
+            self._last_scan = now
+            await self._scan_cancel_flags()
+        for job_id, entry in list(self._running.items()):
+            if entry.process.exitcode is not None:
+                del self._running[job_id]
+                await self._settle_exited(job_id, entry)
+                continue
+            if entry.reason is None and now > entry.deadline:
+                self._stop(job_id, entry, "timeout", now)
+            elif entry.reason is None and entry.cancel_deadline and now > entry.cancel_deadline:
+                self._stop(job_id, entry, "cancelled", now)
+            elif entry.kill_at is not None and now > entry.kill_at:
+                entry.process.kill()
+
+    async def _scan_cancel_flags(self) -> None:
+        """Cancels asked elsewhere (another instance, a deleted model) also get a deadline."""
+        try:
+            running = await in_thread(self.registry.list_jobs, "running")
+        except StorageError:
+            return
+        for job in running:
+            entry = self._running.get(job.id)
+            if entry is not None and job.cancel_requested:
+                self._arm_cancel(entry)
+
+    def _stop(self, job_id: str, entry: _Running, reason: Reason, now: float) -> None:
+        log.warning("stopping job %s (%s)", job_id, reason)
+        entry.reason = reason
+        entry.kill_at = now + KILL_AFTER_S
+        _terminate(entry.process)
+
+    async def _settle_exited(self, job_id: str, entry: _Running) -> None:
+        """The worker is gone: if it did not record an outcome, record one for it."""
+        exitcode = entry.process.exitcode
+        entry.alive.close()
+        with contextlib.suppress(ValueError):
+            entry.process.close()
+        try:
+            job = await in_thread(self.registry.get_job, job_id)
+        except (NotFoundError, StorageError):
+            log.exception("could not read job %s after its worker ended", job_id)
+            return
+        if job.status in FINISHED:
+            self._settled(job_id)
+            return
+        status, error = self._outcome(job, entry.reason, exitcode)
+        await self._finish(job_id, status, error)
+
+    def _outcome(
+        self, job: JobRecord, reason: Reason | None, exitcode: int | None
+    ) -> tuple[Literal["failed", "cancelled"], dict[str, object] | None]:
+        if reason == "timeout":
+            limit = f"{self.settings.job_timeout_s:g}"
+            detail = (
+                f"the job ran longer than {limit} s (ENSEMBLE_JOB_TIMEOUT_S) and was stopped; "
+                "train fewer or smaller estimators"
+            )
+            return "failed", job_problem("timeout", "Training took too long", detail)
+        if reason == "cancelled" or job.cancel_requested:
+            return "cancelled", None
+        return "failed", job_problem("worker_crashed", "Training process died", _death(exitcode))
+
+    async def _finish(
+        self, job_id: str, status: Literal["failed", "cancelled"], error: dict[str, object] | None
+    ) -> None:
+        try:
+            await in_thread(self.registry.finish_job, job_id, status, error)
+        except ConflictError:
+            pass  # it ended meanwhile (the worker published, or recorded its own end)
+        except StorageError:
+            log.exception("could not record the end of job %s", job_id)
+        self._settled(job_id)
+
+
+def _terminate(process: BaseProcess) -> None:
+    if process.exitcode is None:
+        with contextlib.suppress(ProcessLookupError):
+            process.terminate()
+
+
+def _death(exitcode: int | None) -> str:
+    if exitcode is not None and exitcode < 0:
+        try:
+            name = signal.Signals(-exitcode).name
+        except ValueError:
+            name = f"signal {-exitcode}"
+        hint = " (often: it ran out of memory)" if name == "SIGKILL" else ""
+        return f"the training process was killed by {name}{hint}"
+    return f"the training process exited with code {exitcode} before recording a result"
+
+
+def job_view(job: JobRecord) -> dict[str, Any]:
+    """The fields of the stored job document that the job resource shows."""
+    request = job.request
+    dataset = request.get("dataset")
+    return {
+        "task": request.get("task"),
+        "kind": request.get("kind"),
+        "dataset_id": dataset.get("id") if isinstance(dataset, dict) else None,
+        "random_state": request.get("random_state"),
+    }

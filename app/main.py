@@ -1,0 +1,135 @@
+"""The app factory: ``create_app(settings)`` wires routes, handlers and the lifespan.
+
+The lifespan opens the registry (which fails jobs a dead server left open), the model
+cache and the job runner, and closes them in reverse order. Run it with
+``uvicorn app.main:create_app --factory`` (``make run``); settings are read from the
+environment when the app is created, never at import.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import Depends, FastAPI
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.openapi.utils import get_openapi
+from fastapi.responses import HTMLResponse, JSONResponse
+from pydantic import BaseModel
+from pydantic.json_schema import models_json_schema
+
+import app as app_package
+from app.deps import Services, require_unless
+from app.jobs import JobRunner
+from app.metrics import Metrics, MetricsMiddleware
+from app.middleware import BodyLimitMiddleware
+from app.problems import install_handlers
+from app.routes import datasets, health, jobs, kinds, models, predictions
+from app.schemas.common import ProblemDetails
+from app.schemas.datasets import DatasetRecordsIn, DatasetRowsIn, DatasetUploadForm
+from app.schemas.predictions import PredictRequest
+from app.schemas.training import TrainingRequest
+from app.services import in_thread
+from app.settings import Settings
+from ensembles.registry import ModelCache, SqlRegistry
+
+log = logging.getLogger("app")
+
+DESCRIPTION = """\
+Train, version and serve ensemble models (voting, bagging, pasting, random subspaces and
+patches, AdaBoost, gradient boosting, forests, stacking) built from scikit-learn.
+
+Upload a table, train a version of a model from an ensemble spec (a background job in its
+own process), follow the job, then predict with the version, an alias or `latest`. Errors
+are RFC 9457 problems (`application/problem+json`) listing every problem with its path.
+"""
+_MULTIPART_SLACK = 1024 * 1024  # form framing and the name field around an uploaded file
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """A new service around ``settings`` (default: read from the environment now)."""
+    settings = settings or Settings()
+    metrics = Metrics()
+
+    @asynccontextmanager
+    async def lifespan(application: FastAPI) -> AsyncIterator[None]:
+        registry = await in_thread(SqlRegistry.open, settings.data_dir, settings.database_url)
+        cache = ModelCache(settings.cache_max_entries, settings.cache_max_bytes)
+        runner = JobRunner(registry, settings)
+        await runner.start()
+        application.state.services = Services(settings, registry, cache, runner, metrics)
+        if not settings.api_keys:
+            log.warning("no API keys configured (ENSEMBLE_API_KEYS): the service is open")
+        try:
+            yield
+        finally:
+            await runner.stop()
+            cache.clear()
+            await in_thread(registry.close)
+
+    application = FastAPI(
+        title="Ensemble Service",
+        version=app_package.__version__,
+        description=DESCRIPTION,
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+    )
+    application.state.settings = settings
+    install_handlers(application)
+    for router in (health, kinds, datasets, jobs, models, predictions):
+        application.include_router(router.router)
+    _add_docs(application)
+    application.add_middleware(
+        BodyLimitMiddleware, max_bytes=settings.max_upload_bytes + _MULTIPART_SLACK
+    )
+    application.add_middleware(MetricsMiddleware, metrics=metrics)
+    return application
+
+
+def _add_docs(application: FastAPI) -> None:
+    """/openapi.json and /docs, open unless ENSEMBLE_OPEN_DOCS=false (then any key)."""
+    guard = [Depends(require_unless("open_docs"))]
+
+    def openapi() -> dict[str, Any]:
+        if application.openapi_schema is None:
+            application.openapi_schema = build_openapi(application)
+        return application.openapi_schema
+
+    application.openapi = openapi  # type: ignore[method-assign]
+
+    @application.get("/openapi.json", include_in_schema=False, dependencies=guard)
+    async def openapi_document() -> JSONResponse:
+        return JSONResponse(openapi())
+
+    @application.get("/docs", include_in_schema=False, dependencies=guard)
+    async def swagger_ui() -> HTMLResponse:
+        return get_swagger_ui_html(openapi_url="/openapi.json", title="Ensemble Service")
+
+
+def build_openapi(application: FastAPI) -> dict[str, Any]:
+    """FastAPI's document plus the schemas of bodies parsed by hand, and the problem."""
+    schema = get_openapi(
+        title=application.title,
+        version=application.version,
+        description=application.description,
+        routes=application.routes,
+    )
+    models: list[type[BaseModel]] = [
+        ProblemDetails,
+        TrainingRequest,
+        DatasetRowsIn,
+        DatasetRecordsIn,
+        DatasetUploadForm,
+        PredictRequest,
+    ]
+    _, extra = models_json_schema(
+        [(m, "validation") for m in models], ref_template="#/components/schemas/{model}"
+    )
+    components = schema.setdefault("components", {}).setdefault("schemas", {})
+    for name, definition in extra.get("$defs", {}).items():
+        components.setdefault(name, definition)
+    return schema

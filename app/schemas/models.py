@@ -1,0 +1,151 @@
+"""Models, versions and aliases."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ensembles.registry import ALIAS_PATTERN, MODEL_NAME_PATTERN, ModelRecord
+
+MODEL_NAME = MODEL_NAME_PATTERN
+ALIAS = ALIAS_PATTERN
+# An integer, ``latest`` or an alias name (``latest`` matches the alias pattern).
+VERSION_REF = r"^([0-9]{1,18}|[A-Za-z][A-Za-z0-9_-]{0,63})$"
+
+_SHA = "9f2c4b1a0e8d7c6b5a4f3e2d1c0b9a8f7e6d5c4b3a2f1e0d9c8b7a6f5e4d3c2b"
+
+VERSION_EXAMPLE: dict[str, Any] = {
+    "model": "iris-clf",
+    "version": 3,
+    "aliases": ["production"],
+    "created_at": "2026-11-21T12:00:03Z",
+    "task": "classification",
+    "kind": "random_forest",
+    "spec": {"kind": "random_forest", "params": {"n_estimators": 100, "max_depth": None}},
+    "dataset": {"id": "ds_7f3a2b1c0d9e8f7a6b5c4d3e", "sha256": _SHA, "n_rows": 150},
+    "target": "species",
+    "features": [{"name": "sepal_length", "dtype": "float64"}],
+    "classes": ["setosa", "versicolor", "virginica"],
+    "metrics": {
+        "oob": {"accuracy": 0.953, "log_loss": 0.14, "n_scored": 150},
+        "holdout": {"accuracy": 0.967, "f1_macro": 0.966, "log_loss": 0.11, "n": 30},
+        "cv": None,
+        "train": {"accuracy": 1.0},
+        "estimators": [],
+        "notes": ["no cross-validation (cv_folds = 0)"],
+    },
+    "feature_importances": {"petal_length": 0.44},
+    "training": {"duration_s": 1.9, "n_estimators": 100, "random_state": 0},
+    "artifact": {
+        "format": "joblib",
+        "sha256": _SHA,
+        "size_bytes": 183211,
+        "library_versions": {"scikit-learn": "1.9.1", "numpy": "2.4.6", "python": "3.11.7"},
+    },
+    "description": "first try",
+    "tags": {"team": "fraud"},
+    "job_id": "job_4e1f0a9b8c7d6e5f4a3b2c1d",
+}
+
+
+class ModelOut(BaseModel):
+    """A model name with at least one version."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "name": "iris-clf",
+                    "latest_version": 3,
+                    "aliases": {"production": 2},
+                    "created_at": "2026-11-21T12:00:00Z",
+                }
+            ]
+        }
+    )
+
+    name: str = Field(description="The model name.")
+    latest_version: int | None = Field(description="The highest existing version.")
+    aliases: dict[str, int] = Field(description="Alias name -> version it points at.")
+    created_at: datetime = Field(description="When its first current version was made.")
+
+    @classmethod
+    def of(cls, record: ModelRecord) -> ModelOut:
+        return cls(
+            name=record.name,
+            latest_version=record.latest_version,
+            aliases=dict(record.aliases),
+            created_at=record.created_at,
+        )
+
+
+class DatasetRef(BaseModel):
+    id: str = Field(description="The dataset id trained on (it may since be deleted).")
+    sha256: str = Field(description="sha256 of the exact table trained on.")
+    n_rows: int = Field(description="Rows in that table.")
+
+
+class FeatureOut(BaseModel):
+    name: str
+    dtype: Literal["int64", "float64", "bool", "string", "datetime"]
+
+
+class ArtifactOut(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    format: str = Field(description="Always joblib: a scikit-learn Pipeline.")
+    sha256: str = Field(description="sha256 (hex) of the artifact file.")
+    size_bytes: int = Field(description="Size of the artifact file.")
+    library_versions: dict[str, str] = Field(
+        default_factory=dict, description="Versions of the libraries it was made with."
+    )
+
+
+class VersionOut(BaseModel):
+    """A trained model version: what it is, how it was trained and how well it does."""
+
+    model_config = ConfigDict(extra="allow", json_schema_extra={"examples": [VERSION_EXAMPLE]})
+
+    model: str
+    version: int
+    aliases: list[str] = Field(description="Aliases pointing at this version.")
+    created_at: datetime
+    task: Literal["classification", "regression"]
+    kind: str = Field(description="The top-level ensemble kind.")
+    spec: dict[str, Any] = Field(description="The ensemble spec with every default filled in.")
+    dataset: DatasetRef
+    target: str
+    features: list[FeatureOut] = Field(description="Feature columns, in model order.")
+    classes: list[Any] | None = Field(description="Class labels (classification), in order.")
+    metrics: dict[str, Any] = Field(
+        description="oob, holdout, cv, train, estimators (per member) and notes."
+    )
+    feature_importances: dict[str, float] | None = Field(
+        description="Importance per feature column, where the ensemble has them."
+    )
+    training: dict[str, Any] = Field(description="duration_s, n_estimators, random_state, ...")
+    artifact: ArtifactOut
+    description: str | None = None
+    tags: dict[str, str] = Field(default_factory=dict)
+
+
+class AliasIn(BaseModel):
+    """Where an alias should point."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"version": 2}]})
+
+    version: int = Field(ge=1, description="An existing version of the model.")
+
+
+class AliasOut(BaseModel):
+    """An alias after it was set."""
+
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{"model": "iris-clf", "alias": "production", "version": 2}]}
+    )
+
+    model: str
+    alias: str
+    version: int

@@ -1,0 +1,105 @@
+"""Prediction requests and answers."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
+
+_SCALAR: dict[str, Any] = {"type": ["string", "number", "boolean", "null"]}
+INSTANCES_SCHEMA: dict[str, Any] = {
+    "description": "Rows as records (a list of objects), or columnar "
+    '({"columns": [...], "data": [[...], ...]}); null is a missing value.',
+    "anyOf": [
+        {"type": "array", "items": {"type": "object", "additionalProperties": _SCALAR}},
+        {
+            "type": "object",
+            "required": ["columns", "data"],
+            "properties": {
+                "columns": {"type": "array", "items": {"type": "string"}},
+                "data": {"type": "array", "items": {"type": "array", "items": _SCALAR}},
+            },
+        },
+    ],
+}
+# Checked by the library (rows_to_frame), which names the row and column of every problem.
+Instances = Annotated[Any, WithJsonSchema(INSTANCES_SCHEMA)]
+
+PREDICT_EXAMPLE: dict[str, Any] = {
+    "instances": [
+        {"sepal_length": 5.1, "sepal_width": 3.5, "petal_length": 1.4, "petal_width": 0.2}
+    ],
+    "options": {"voting": "soft", "return_proba": True, "return_votes": False},
+}
+COLUMNAR_EXAMPLE: dict[str, Any] = {
+    "instances": {
+        "columns": ["sepal_length", "sepal_width", "petal_length", "petal_width"],
+        "data": [[5.1, 3.5, 1.4, 0.2], [6.7, 3.0, 5.2, 2.3]],
+    }
+}
+
+
+class PredictOptionsIn(BaseModel):
+    """What to return besides the predictions."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    voting: Literal["hard", "soft"] | None = Field(
+        default=None,
+        description="Override how members are combined (voting kinds, bagging family, forests).",
+    )
+    return_proba: bool = Field(default=False, description="Class probabilities per row.")
+    return_votes: bool = Field(default=False, description="Member votes per class, agreement.")
+    return_std: bool = Field(default=False, description="Regression: std of member predictions.")
+
+
+class PredictRequest(BaseModel):
+    """Rows to predict and options."""
+
+    model_config = ConfigDict(
+        extra="forbid", json_schema_extra={"examples": [PREDICT_EXAMPLE, COLUMNAR_EXAMPLE]}
+    )
+
+    instances: Instances = Field(description=INSTANCES_SCHEMA["description"])
+    options: PredictOptionsIn = Field(default_factory=PredictOptionsIn)
+
+
+class PredictionOut(BaseModel):
+    """n entries in every per-row list, in input order."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "model": "iris-clf",
+                    "version": 3,
+                    "task": "classification",
+                    "predictions": ["setosa"],
+                    "classes": ["setosa", "versicolor", "virginica"],
+                    "probabilities": [[0.97, 0.02, 0.01]],
+                    "votes": [{"setosa": 3}],
+                    "agreement": [1.0],
+                    "warnings": [],
+                }
+            ]
+        }
+    )
+
+    model: str
+    version: int
+    task: Literal["classification", "regression"]
+    predictions: list[Any] = Field(description="Class labels or numbers, one per row.")
+    classes: list[Any] | None = Field(default=None, description="Class order (classification).")
+    probabilities: list[list[float]] | None = Field(
+        default=None, description="With return_proba: per row, one per class."
+    )
+    votes: list[dict[str, int | float]] | None = Field(
+        default=None, description="With return_votes: per row, (weighted) votes per class."
+    )
+    agreement: list[float] | None = Field(
+        default=None, description="With return_votes: share of votes of the predicted class."
+    )
+    std: list[float] | None = Field(
+        default=None, description="With return_std: population std of member predictions."
+    )
+    warnings: list[str] = Field(default_factory=list, description="E.g. extra columns ignored.")

@@ -1,0 +1,125 @@
+"""Dataset uploads: multipart files or JSON bodies -> canonical tables in the registry."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from starlette.datastructures import UploadFile
+from starlette.requests import Request
+
+from app.problems import InvalidRequestError, UnsupportedMediaTypeError, count_text
+from app.services import in_thread
+from app.settings import Settings
+from ensembles import (
+    Problem,
+    Table,
+    TooLargeError,
+    read_table,
+    table_from_records,
+    table_from_rows,
+    table_to_parquet,
+)
+from ensembles.registry import DatasetRecord, SqlRegistry
+
+_JSON_KEYS = frozenset({"name", "columns", "rows", "records"})
+
+
+async def upload(request: Request, registry: SqlRegistry, settings: Settings) -> DatasetRecord:
+    """Parse the body by its media type, then store the table (parsing runs in a thread)."""
+    media = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if media == "multipart/form-data":
+        name, content, filename, content_type = await _read_form(request, settings)
+        table = await in_thread(
+            read_table,
+            content,
+            filename=filename,
+            content_type=content_type,
+            limits=settings.table_limits,
+        )
+    elif media == "application/json" or media.endswith("+json"):
+        body = await request.body()
+        _check_size(len(body), settings)
+        name, table = await in_thread(_json_table, body, settings)
+    else:
+        raise UnsupportedMediaTypeError(
+            f"cannot take a {media or 'untyped'} body",
+            [Problem(("body",), "send multipart/form-data with a file part, or application/json")],
+        )
+    return await in_thread(_store, registry, name, table)
+
+
+def _check_size(size: int, settings: Settings) -> None:
+    if size > settings.max_upload_bytes:
+        problem = Problem(("file",), f"{size} bytes; the limit is {settings.max_upload_bytes}")
+        raise TooLargeError("the upload is too large", [problem])
+
+
+async def _read_form(
+    request: Request, settings: Settings
+) -> tuple[str | None, bytes, str | None, str | None]:
+    async with request.form(max_files=2, max_fields=10) as form:
+        problems: list[Problem] = []
+        upload_file = form.get("file")
+        name = form.get("name")
+        unknown = sorted(set(form.keys()) - {"file", "name"})
+        problems += [Problem((key,), "unknown form field; send file and name") for key in unknown]
+        if not isinstance(upload_file, UploadFile):
+            problems.append(Problem(("file",), "a file part named 'file' is required"))
+        if name is not None and not isinstance(name, str):
+            problems.append(Problem(("name",), "the name is a text field, not a file"))
+        if isinstance(name, str) and len(name) > 256:
+            problems.append(Problem(("name",), "at most 256 characters"))
+        if problems or not isinstance(upload_file, UploadFile):
+            raise InvalidRequestError(count_text(len(problems)), problems)
+        if upload_file.size is not None:
+            _check_size(upload_file.size, settings)
+        content = await upload_file.read()
+        _check_size(len(content), settings)
+        text_name = name if isinstance(name, str) and name else None
+        return text_name, content, upload_file.filename, upload_file.content_type
+
+
+def _json_table(body: bytes, settings: Settings) -> tuple[str | None, Table]:
+    """``{"name", "columns", "rows"}`` or ``{"name", "records"}``; every problem located."""
+    try:
+        data: Any = json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InvalidRequestError(
+            "the body is not valid JSON", [Problem(("body",), f"invalid JSON: {exc}")]
+        ) from None
+    if not isinstance(data, dict):
+        raise InvalidRequestError(
+            "the body is not a JSON object", [Problem(("body",), "expected a JSON object")]
+        )
+    problems = [Problem((k,), "unknown field") for k in sorted(set(data) - _JSON_KEYS)]
+    name = data.get("name")
+    if name is not None and (not isinstance(name, str) or len(name) > 256):
+        problems.append(Problem(("name",), "a string of at most 256 characters"))
+    has_rows, has_records = "rows" in data or "columns" in data, "records" in data
+    if has_rows == has_records:
+        msg = 'send either "columns" and "rows", or "records"'
+        problems.append(Problem(("records",) if has_records else ("rows",), msg))
+    elif has_rows:
+        for key in ("columns", "rows"):
+            if not isinstance(data.get(key), list):
+                problems.append(Problem((key,), "expected an array"))
+    elif not isinstance(data["records"], list):
+        problems.append(Problem(("records",), "expected an array of objects"))
+    if problems:
+        raise InvalidRequestError(count_text(len(problems)), problems)
+    limits = settings.table_limits
+    if has_rows:
+        table = table_from_rows(data["columns"], data["rows"], limits)
+    else:
+        table = table_from_records(data["records"], limits)
+    return name, table
+
+
+def _store(registry: SqlRegistry, name: str | None, table: Table) -> DatasetRecord:
+    return registry.create_dataset(
+        name=name,
+        parquet=table_to_parquet(table),
+        n_rows=table.n_rows,
+        columns=[c.as_dict() for c in table.columns],
+    )

@@ -1,0 +1,177 @@
+"""Submit-time checks of a training request: every problem at once, rooted at the body.
+
+A request is checked in three layers that all run, so one answer lists everything:
+the structure of each top-level field (pydantic, field by field), the dataset and its
+target/feature columns (on the stored table, loaded in a thread), and the ensemble spec
+against the catalog and the service's resource limits. The result is the job document
+the worker process trains from.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from functools import cache
+from typing import Annotated, Any
+
+from pydantic import TypeAdapter, ValidationError
+
+from app.problems import InvalidRequestError, count_text
+from app.schemas.training import TrainingRequest
+from app.services import in_thread
+from app.settings import Settings
+from ensembles import (
+    DataError,
+    EstimatorSpec,
+    EvaluationSpec,
+    NotFoundError,
+    Problem,
+    SpecError,
+    SpecLimits,
+    Table,
+    TrainingData,
+    read_table,
+    resolve_ensemble,
+    select_training_data,
+)
+from ensembles.catalog import Task
+from ensembles.registry import DatasetRecord, SqlRegistry
+from ensembles.specs import MAX_RANDOM_STATE
+
+TASKS: tuple[Task, ...] = ("classification", "regression")
+
+
+@cache
+def _adapters() -> dict[str, TypeAdapter[Any]]:
+    """One validator per top-level field of TrainingRequest (same types and bounds)."""
+    out: dict[str, TypeAdapter[Any]] = {}
+    for name, field in TrainingRequest.model_fields.items():
+        annotation: Any = field.annotation
+        if field.metadata:
+            annotation = Annotated[(annotation, *field.metadata)]
+        out[name] = TypeAdapter(annotation)
+    return out
+
+
+@dataclass
+class _Fields:
+    values: dict[str, Any]
+    problems: list[Problem]
+
+
+def _check_fields(raw: dict[str, Any]) -> _Fields:
+    values: dict[str, Any] = {}
+    problems: list[Problem] = []
+    for key in raw:
+        if key not in TrainingRequest.model_fields:
+            problems.append(Problem((key,), "Extra inputs are not permitted"))
+    for name, field in TrainingRequest.model_fields.items():
+        if name not in raw:
+            if field.is_required():
+                problems.append(Problem((name,), "Field required"))
+            else:
+                values[name] = field.get_default(call_default_factory=True)
+            continue
+        try:
+            values[name] = _adapters()[name].validate_python(raw[name])
+        except ValidationError as exc:
+            problems += [Problem((name, *e["loc"]), e["msg"]) for e in exc.errors()]
+    return _Fields(values, problems)
+
+
+def _load_training_data(
+    registry: SqlRegistry, record: DatasetRecord, values: dict[str, Any]
+) -> TrainingData:
+    table = load_table(registry, record.id)
+    return select_training_data(table, values["target"], values["features"], values["task"])
+
+
+def load_table(registry: SqlRegistry, dataset_id: str) -> Table:
+    """The stored canonical table (verified bytes), parsed back into a Table."""
+    parquet = registry.read_dataset_parquet(dataset_id)
+    return read_table(parquet, filename=f"{dataset_id}.parquet")
+
+
+def _resolve(
+    spec: EstimatorSpec, task: Task | None, limits: SpecLimits
+) -> tuple[EstimatorSpec | None, list[Problem]]:
+    """The resolved spec for a known task; for an unknown one, only task-free problems."""
+    if task is not None:
+        try:
+            return resolve_ensemble(spec, task, limits), []
+        except SpecError as exc:
+            return None, list(exc.problems)
+    found: list[set[Problem]] = []
+    for candidate in TASKS:
+        try:
+            resolve_ensemble(spec, candidate, limits)
+            return None, []
+        except SpecError as exc:
+            found.append(set(exc.problems))
+    common = set.intersection(*found)
+    return None, sorted(common, key=lambda p: (str(p.loc), p.msg))
+
+
+async def prepare_job(
+    registry: SqlRegistry, settings: Settings, model: str, raw: object
+) -> dict[str, Any]:
+    """Check the whole request; return the job document or raise SpecError with every problem."""
+    if not isinstance(raw, dict):
+        raise InvalidRequestError(
+            "the body is not a JSON object", [Problem((), "expected a JSON object")]
+        )
+    fields = _check_fields(raw)
+    values, problems = fields.values, fields.problems
+    bad = {p.loc[0] for p in problems if p.loc}
+    record: DatasetRecord | None = None
+    data: TrainingData | None = None
+    if "dataset_id" not in bad:
+        try:
+            record = await in_thread(registry.get_dataset, values["dataset_id"])
+        except NotFoundError:
+            problems.append(Problem(("dataset_id",), f"no dataset {values['dataset_id']!r}"))
+    if record is not None and not bad & {"target", "features", "task"}:
+        try:
+            data = await in_thread(_load_training_data, registry, record, values)
+        except DataError as exc:
+            problems += exc.problems
+    task: Task | None = data.task if data is not None else None
+    if task is None and "task" not in bad:
+        task = values["task"]
+    spec: EstimatorSpec | None = None
+    if "ensemble" not in bad:
+        spec, spec_problems = await in_thread(
+            _resolve, values["ensemble"], task, settings.spec_limits
+        )
+        problems += spec_problems
+    if problems:
+        raise SpecError(count_text(len(problems)), problems)
+    assert record is not None and data is not None and spec is not None
+    return _job_document(model, values, record, data, spec)
+
+
+def _job_document(
+    model: str,
+    values: dict[str, Any],
+    record: DatasetRecord,
+    data: TrainingData,
+    spec: EstimatorSpec,
+) -> dict[str, Any]:
+    random_state = values["random_state"]
+    if random_state is None:
+        random_state = secrets.randbelow(MAX_RANDOM_STATE + 1)
+    evaluation: EvaluationSpec = values["evaluation"]
+    return {
+        "model": model,
+        "dataset": {"id": record.id, "sha256": record.sha256, "n_rows": record.n_rows},
+        "target": values["target"],
+        "features": [f.name for f in data.features],
+        "task": data.task,
+        "task_inferred": data.task_inferred,
+        "kind": spec.kind,
+        "ensemble": spec.model_dump(mode="json", exclude_none=True),
+        "evaluation": evaluation.model_dump(mode="json"),
+        "random_state": random_state,
+        "description": values["description"],
+        "tags": values["tags"],
+    }

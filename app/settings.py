@@ -1,0 +1,135 @@
+"""Service settings: environment variables with the prefix ``ENSEMBLE_``.
+
+No instance lives at module level: ``create_app(settings)`` takes one (tests vary it) and
+``create_app()`` reads the environment when the app is built, never at import.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from ensembles import SpecLimits, TableLimits
+
+Role = Literal["read", "train", "admin"]
+ROLES: tuple[Role, ...] = ("read", "train", "admin")
+MIB = 1024 * 1024
+
+
+def parse_api_keys(value: object) -> dict[str, Role]:
+    """``key:role,key2:role2`` -> {key: role}; a dict passes through (validated by pydantic)."""
+    if not isinstance(value, str):
+        return value  # type: ignore[return-value]
+    keys: dict[str, Role] = {}
+    for item in (part.strip() for part in value.split(",")):
+        if not item:
+            continue
+        key, sep, role = item.rpartition(":")
+        if not sep or not key or role not in ROLES:
+            raise ValueError(
+                "ENSEMBLE_API_KEYS is a comma-separated list of key:role pairs, "
+                f"role one of {', '.join(ROLES)}"
+            )
+        keys[key] = role
+    return keys
+
+
+class Settings(BaseSettings):
+    """Everything the service reads from its environment (prefix ``ENSEMBLE_``)."""
+
+    model_config = SettingsConfigDict(env_prefix="ENSEMBLE_", extra="ignore", frozen=True)
+
+    data_dir: Path = Field(
+        default=Path("./data"),
+        description="Folder for the registry database, datasets and artifacts.",
+    )
+    database_url: str | None = Field(
+        default=None,
+        description="SQLAlchemy URL of the registry database; default: SQLite in data_dir.",
+    )
+    api_keys: Annotated[dict[str, Role], NoDecode] = Field(
+        default_factory=dict,
+        description="Comma-separated key:role pairs (role read, train or admin); "
+        "empty: the service is open.",
+    )
+    open_docs: bool = Field(
+        default=True,
+        description="Serve /docs and /openapi.json without a key even when API keys are set.",
+    )
+    open_metrics: bool = Field(
+        default=True,
+        description="Serve /metrics without a key even when API keys are set.",
+    )
+    max_upload_bytes: int = Field(
+        default=100 * MIB, ge=1, description="Largest request body (dataset upload) in bytes."
+    )
+    max_dataset_rows: int = Field(default=1_000_000, ge=1, description="Most rows of a dataset.")
+    max_dataset_columns: int = Field(default=1_000, ge=1, description="Most columns of a dataset.")
+    max_predict_rows: int = Field(
+        default=100_000, ge=1, description="Most rows in one prediction request."
+    )
+    max_concurrent_jobs: int = Field(
+        default=1, ge=1, description="Training worker processes running at once."
+    )
+    max_queued_jobs: int = Field(
+        default=100, ge=0, description="Jobs waiting for a worker; more are refused with 429."
+    )
+    job_timeout_s: float = Field(
+        default=3600.0, gt=0, description="A training job running longer is killed and failed."
+    )
+    job_memory_limit_mb: int | None = Field(
+        default=None,
+        ge=64,
+        description="Address-space limit of a training worker in MiB; none by default.",
+    )
+    cancel_grace_s: float = Field(
+        default=2.0,
+        gt=0,
+        description="How long a cancelled worker may take to stop before it is terminated.",
+    )
+    wait_timeout_s: float = Field(
+        default=300.0,
+        gt=0,
+        description="Longest a POST .../versions?wait=true blocks before answering 202.",
+    )
+    cache_max_entries: int = Field(
+        default=16, ge=0, description="Most loaded models kept in memory (0: no cache)."
+    )
+    cache_max_bytes: int = Field(
+        default=1024 * MIB,
+        ge=0,
+        description="Most artifact bytes of loaded models kept in memory.",
+    )
+    max_nesting_depth: int = Field(
+        default=3, ge=1, description="Most levels of ensembles nested in one spec."
+    )
+    max_members_per_level: int = Field(
+        default=50, ge=1, description="Most named members of one voting or stacking ensemble."
+    )
+    max_total_members: int = Field(
+        default=20_000, ge=1, description="Most estimators one training fits across nesting."
+    )
+
+    @field_validator("api_keys", mode="before")
+    @classmethod
+    def _parse_api_keys(cls, value: object) -> object:
+        return parse_api_keys(value)
+
+    @property
+    def spec_limits(self) -> SpecLimits:
+        return SpecLimits(
+            max_depth=self.max_nesting_depth,
+            max_members_per_level=self.max_members_per_level,
+            max_total_members=self.max_total_members,
+        )
+
+    @property
+    def table_limits(self) -> TableLimits:
+        return TableLimits(
+            max_bytes=self.max_upload_bytes,
+            max_rows=self.max_dataset_rows,
+            max_columns=self.max_dataset_columns,
+        )

@@ -1,0 +1,242 @@
+"""The training worker: one process per job, started by :mod:`app.jobs`.
+
+It shares nothing with the server but the data folder: it opens its own registry,
+loads the dataset, trains with a progress callback and a cancel token (both throttled
+database round trips), publishes the version and exits. Whatever goes wrong in here —
+a bad fit, a crash, running out of memory — ends this process and this job only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import os
+import platform
+import signal
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from importlib import metadata as importlib_metadata
+from multiprocessing.connection import Connection
+from typing import Any
+
+from ensembles import (
+    EnsembleError,
+    EstimatorSpec,
+    EvaluationSpec,
+    FittedModel,
+    TrainingCancelledError,
+    TrainingData,
+    read_table,
+    select_training_data,
+    train,
+)
+from ensembles.errors import ConflictError, NotFoundError, StorageError
+from ensembles.registry import SqlRegistry, job_problem
+
+log = logging.getLogger("app.worker")
+
+PROGRESS_INTERVAL_S = 0.25
+CANCEL_POLL_S = 0.25
+EXIT_SERVER_GONE = 70
+_LIBRARIES = ("scikit-learn", "numpy", "scipy", "pandas", "joblib")
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    """What a worker needs to know; pickled to the child process."""
+
+    data_dir: str
+    database_url: str | None
+    job_id: str
+    memory_limit_mb: int | None = None
+
+
+def run_job(config: WorkerConfig, server_alive: Connection) -> None:
+    """Process entry point: train one job and record its outcome in the registry.
+
+    ``server_alive`` is the read end of a pipe whose only write end the server holds and
+    never writes to: end of file means the server is gone.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl+C is the server's to handle
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s worker: %(message)s")
+    _limit_memory(config.memory_limit_mb)
+    parent_gone = threading.Event()
+    _watch_server(server_alive, parent_gone)
+    registry = SqlRegistry.open(config.data_dir, config.database_url)
+    try:
+        _run(registry, config.job_id, parent_gone)
+    finally:
+        registry.close()
+
+
+def _limit_memory(limit_mb: int | None) -> None:
+    if limit_mb is None or sys.platform == "win32":
+        return
+    import resource
+
+    limit = limit_mb * 1024 * 1024
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+def _watch_server(server_alive: Connection, gone: threading.Event) -> None:
+    """Exit as soon as the server dies, however it dies (SIGKILL included): no orphans.
+
+    (The parent pid is no use here: the fork server is the parent, and it lives on as
+    long as any of its children does.)
+    """
+
+    def watch() -> None:
+        with contextlib.suppress(EOFError, OSError):
+            server_alive.recv()
+        gone.set()
+        log.warning("the service process is gone; stopping")
+        os._exit(EXIT_SERVER_GONE)
+
+    threading.Thread(target=watch, name="server-watch", daemon=True).start()
+
+
+class _Progress:
+    """Writes progress at most every PROGRESS_INTERVAL_S, and at every change of stage."""
+
+    def __init__(self, registry: SqlRegistry, job_id: str) -> None:
+        self.registry, self.job_id = registry, job_id
+        self.last, self.stage = 0.0, ""
+
+    def __call__(self, done: int, total: int, stage: str) -> None:
+        now = time.monotonic()
+        if stage == self.stage and now - self.last < PROGRESS_INTERVAL_S:
+            return
+        self.last, self.stage = now, stage
+        try:
+            self.registry.update_progress(self.job_id, done, total, stage)
+        except StorageError as exc:  # progress is advisory; training goes on
+            log.warning("could not record progress of %s: %s", self.job_id, exc)
+
+
+class _Cancel:
+    """A cancel token that reads the job's flag at most every CANCEL_POLL_S."""
+
+    def __init__(self, registry: SqlRegistry, job_id: str, parent_gone: threading.Event) -> None:
+        self.registry, self.job_id, self.parent_gone = registry, job_id, parent_gone
+        self.last, self.set = 0.0, False
+
+    def is_set(self) -> bool:
+        if self.set or self.parent_gone.is_set():
+            return True
+        now = time.monotonic()
+        if now - self.last >= CANCEL_POLL_S:
+            self.last = now
+            try:
+                job = self.registry.get_job(self.job_id)
+            except StorageError:
+                return False
+            self.set = job.cancel_requested or job.status != "running"
+        return self.set
+
+
+def _run(registry: SqlRegistry, job_id: str, parent_gone: threading.Event) -> None:
+    job = registry.get_job(job_id)
+    if job.status != "running":
+        return
+    document: dict[str, Any] = job.request
+    try:
+        data = _training_data(registry, document)
+        fitted = train(
+            data,
+            EstimatorSpec.model_validate(document["ensemble"]),
+            EvaluationSpec.model_validate(document["evaluation"]),
+            int(document["random_state"]),
+            on_progress=_Progress(registry, job_id),
+            cancel=_Cancel(registry, job_id, parent_gone),
+        )
+        registry.publish_version(
+            job_id, fitted.pipeline, version_metadata(job_id, document, data, fitted)
+        )
+    except TrainingCancelledError:
+        _finish(registry, job_id, "cancelled", None)
+    except NotFoundError as exc:
+        detail = f"{exc.detail}: it was deleted after the job was submitted"
+        _finish(registry, job_id, "failed", job_problem("invalid_data", "Dataset gone", detail))
+    except EnsembleError as exc:
+        problem = job_problem(exc.code, exc.title, exc.detail)
+        if exc.problems:
+            problem["errors"] = [p.as_dict() for p in exc.problems]
+        _finish(registry, job_id, "failed", problem)
+    except MemoryError:
+        detail = "the training process ran out of memory; use fewer or smaller estimators"
+        _finish(registry, job_id, "failed", job_problem("worker_crashed", "Out of memory", detail))
+    except Exception as exc:
+        log.exception("job %s failed unexpectedly", job_id)
+        detail = f"unexpected error while training ({type(exc).__name__}); it has been logged"
+        _finish(registry, job_id, "failed", job_problem("internal", "Training failed", detail))
+
+
+def _training_data(registry: SqlRegistry, document: dict[str, Any]) -> TrainingData:
+    dataset_id = str(document["dataset"]["id"])
+    table = read_table(registry.read_dataset_parquet(dataset_id), filename=f"{dataset_id}.parquet")
+    return select_training_data(table, document["target"], document["features"], document["task"])
+
+
+def _finish(
+    registry: SqlRegistry, job_id: str, status: Any, error: dict[str, object] | None
+) -> None:
+    with contextlib.suppress(ConflictError):  # already ended: by publish_version, or the server
+        registry.finish_job(job_id, status, error)
+
+
+def plain(value: Any) -> Any:
+    """JSON-safe copy: numpy scalars become Python numbers, NaN and infinities None."""
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain(v) for v in value]
+    if hasattr(value, "item") and callable(value.item):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def library_versions() -> dict[str, str]:
+    versions = {"python": platform.python_version()}
+    for name in _LIBRARIES:
+        try:
+            versions[name] = importlib_metadata.version(name)
+        except importlib_metadata.PackageNotFoundError:
+            continue
+    return versions
+
+
+def version_metadata(
+    job_id: str, document: dict[str, Any], data: TrainingData, fitted: FittedModel
+) -> dict[str, object]:
+    """The version document the API serves (the registry adds sha256 and size)."""
+    signature = fitted.signature
+    training = {
+        **fitted.training,
+        "evaluation": document["evaluation"],
+        "task_inferred": document.get("task_inferred", data.task_inferred),
+    }
+    metadata: dict[str, object] = plain(
+        {
+            "task": data.task,
+            "kind": fitted.spec.kind,
+            "spec": fitted.spec.model_dump(mode="json", exclude_none=True),
+            "dataset": document["dataset"],
+            "target": document["target"],
+            "features": [{"name": f.name, "dtype": f.dtype} for f in data.features],
+            "classes": None if signature.classes is None else list(signature.classes),
+            "metrics": fitted.metrics,
+            "feature_importances": fitted.feature_importances,
+            "training": training,
+            "artifact": {"format": "joblib", "library_versions": library_versions()},
+            "description": document.get("description"),
+            "tags": document.get("tags") or {},
+            "job_id": job_id,
+            "signature": signature.as_dict(),
+        }
+    )
+    return metadata

@@ -1,0 +1,299 @@
+"""POST /v1/models/{name}/versions: submit-time checks, 202/201, wait, numbering."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from app.settings import Settings
+from tests.api.conftest import started
+from tests.api.support import Api, forest, locs
+
+pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+
+
+async def test_submit_202_with_location_and_job(api: Api) -> None:
+    dataset = await api.iris()
+    response = await api.submit("iris-clf", forest(dataset))
+    assert response.status_code == 202, response.text
+    job = response.json()
+    assert response.headers["location"] == f"/v1/jobs/{job['id']}"
+    assert job["status"] in ("queued", "running")
+    assert (job["model"], job["version"], job["task"], job["kind"]) == (
+        "iris-clf", 1, "classification", "random_forest",
+    )  # fmt: skip
+    assert job["progress"].keys() == {"done", "total", "stage"}
+    assert job["error"] is None and job["finished_at"] is None
+    done = await api.wait_job(job["id"])
+    assert done["status"] == "succeeded", done
+    assert done["started_at"] and done["finished_at"]
+    version = await api.client.get("/v1/models/iris-clf/versions/1")
+    assert version.status_code == 200
+
+
+async def test_wait_true_201_with_the_version(api: Api) -> None:
+    dataset = await api.iris()
+    response = await api.submit(
+        "iris-clf", forest(dataset, description="d", tags={"t": "1"}), wait=True
+    )
+    assert response.status_code == 201, response.text
+    assert response.headers["location"] == "/v1/models/iris-clf/versions/1"
+    version = response.json()
+    assert (version["model"], version["version"], version["kind"]) == (
+        "iris-clf",
+        1,
+        "random_forest",
+    )
+    assert version["spec"]["params"]["n_estimators"] == 10
+    assert version["spec"]["params"]["max_depth"] is None  # defaults filled in
+    assert version["dataset"]["id"] == dataset and version["dataset"]["n_rows"] == 150
+    assert version["target"] == "species"
+    assert [f["name"] for f in version["features"]] == [
+        "sepal_length", "sepal_width", "petal_length", "petal_width",
+    ]  # fmt: skip
+    assert version["classes"] == ["setosa", "versicolor", "virginica"]
+    assert version["metrics"]["oob"]["n_scored"] > 0
+    assert version["metrics"]["holdout"]["n"] == 30
+    assert version["training"]["random_state"] == 0
+    assert version["training"]["n_estimators"] == 10
+    assert version["artifact"]["format"] == "joblib"
+    assert {"scikit-learn", "numpy", "python"} <= version["artifact"]["library_versions"].keys()
+    assert (version["description"], version["tags"]) == ("d", {"t": "1"})
+    assert "signature" not in version
+
+
+async def test_random_state_chosen_and_recorded_when_absent(api: Api) -> None:
+    dataset = await api.iris()
+    body = forest(dataset)
+    del body["random_state"]
+    job = (await api.submit("seedless", body)).json()
+    assert isinstance(job["random_state"], int)
+    await api.wait_job(job["id"])
+    version = (await api.client.get("/v1/models/seedless/versions/1")).json()
+    assert version["training"]["random_state"] == job["random_state"]
+
+
+async def test_same_request_same_model(api: Api) -> None:
+    dataset = await api.iris()
+    first = await api.train("same", forest(dataset))
+    second = await api.train("same", forest(dataset))
+    assert first["metrics"]["oob"] == second["metrics"]["oob"]
+    one = await api.client.get("/v1/models/same/versions/1/artifact")
+    two = await api.client.get("/v1/models/same/versions/2/artifact")
+    assert one.headers["x-artifact-sha256"] == two.headers["x-artifact-sha256"]
+
+
+async def test_task_inferred_and_reported(api: Api) -> None:
+    frame = pd.DataFrame(
+        {"x": [float(i) for i in range(40)], "y": [i * 0.5 + 0.25 for i in range(40)]}
+    )
+    dataset = await api.upload_frame(frame, "lin")
+    body = {
+        "dataset_id": dataset,
+        "target": "y",
+        "ensemble": {"kind": "bagging", "params": {"n_estimators": 3}},
+    }
+    response = await api.submit("reg", body)
+    assert response.status_code == 202, response.text
+    assert response.json()["task"] == "regression"
+
+
+async def test_versions_are_never_reused(api: Api) -> None:
+    dataset = await api.iris()
+    for _ in range(2):
+        await api.train("numbers", forest(dataset, n_estimators=3))
+    assert (await api.client.delete("/v1/models/numbers/versions/2")).status_code == 204
+    assert (await api.train("numbers", forest(dataset, n_estimators=3)))["version"] == 3
+    assert (await api.client.delete("/v1/models/numbers")).status_code == 204
+    assert (await api.train("numbers", forest(dataset, n_estimators=3)))["version"] == 4
+
+
+# ------------------------------------------------------------------ refused at submit
+
+
+async def _refused(api: Api, body: dict[str, Any], model: str = "m") -> list[list[Any]]:
+    response = await api.submit(model, body)
+    assert response.status_code == 422, response.text
+    problem = response.json()
+    assert problem["status"] == 422 and problem["title"] and problem["detail"]
+    jobs = (await api.client.get("/v1/jobs")).json()
+    assert jobs == [] or all(j["model"] != model for j in jobs)  # nothing was queued
+    return locs(response)
+
+
+async def test_invalid_model_name_422(api: Api) -> None:
+    dataset = await api.iris()
+    response = await api.submit("-bad", forest(dataset))
+    assert response.status_code == 422
+    assert locs(response) == [["path", "name"]]
+
+
+async def test_unknown_dataset_422(api: Api) -> None:
+    assert await _refused(api, forest("ds_000000000000000000000000")) == [["dataset_id"]]
+
+
+async def test_missing_target_and_feature_columns_422(api: Api) -> None:
+    dataset = await api.iris()
+    body = {**forest(dataset), "target": "colour", "features": ["sepal_length", "nope"]}
+    assert await _refused(api, body) == [["target"], ["features", 1]]
+
+
+async def test_unknown_kind_and_parameter_422(api: Api) -> None:
+    dataset = await api.iris()
+    body = {**forest(dataset), "ensemble": {"kind": "random_forrest"}}
+    assert await _refused(api, body) == [["ensemble", "kind"]]
+    body = {**forest(dataset), "ensemble": {"kind": "random_forest", "params": {"trees": 3}}}
+    assert await _refused(api, body) == [["ensemble", "params", "trees"]]
+
+
+async def test_value_out_of_bounds_has_the_full_path(api: Api) -> None:
+    dataset = await api.iris()
+    body = {
+        **forest(dataset),
+        "ensemble": {
+            "kind": "voting",
+            "estimators": [
+                {"name": "lr", "kind": "logistic_regression"},
+                {"name": "rf", "kind": "random_forest", "params": {"n_estimators": 0}},
+            ],
+        },
+    }
+    response = await api.submit("m", body)
+    assert response.status_code == 422
+    problem = response.json()
+    assert problem["type"].endswith("/validation")
+    assert problem["title"] == "Invalid training request"
+    assert problem["errors"] == [
+        {
+            "loc": ["ensemble", "estimators", 1, "params", "n_estimators"],
+            "msg": "must be an integer >= 1 and <= 5000; got 0",
+        }
+    ]
+
+
+async def test_kind_that_does_not_fit_the_task_422(api: Api) -> None:
+    dataset = await api.iris()
+    soft = {
+        **forest(dataset),
+        "ensemble": {
+            "kind": "voting",
+            "params": {"voting": "soft"},
+            "estimators": [
+                {"name": "svm", "kind": "svm"},
+                {"name": "nb", "kind": "gaussian_nb"},
+            ],
+        },
+    }
+    assert await _refused(api, soft) == [["ensemble", "estimators", 0, "kind"]]
+    frame = pd.DataFrame({"x": [float(i) for i in range(30)], "y": [i * 1.5 for i in range(30)]})
+    numbers = await api.upload_frame(frame, "numbers")
+    nb = {
+        "dataset_id": numbers,
+        "target": "y",
+        "task": "regression",
+        "ensemble": {"kind": "bagging", "estimator": {"kind": "gaussian_nb"}},
+    }
+    assert await _refused(api, nb) == [["ensemble", "estimator", "kind"]]
+
+
+async def test_target_unfit_for_the_task_422(api: Api) -> None:
+    dataset = await api.iris()
+    body = {**forest(dataset), "task": "regression"}
+    assert await _refused(api, body) == [["target"]]
+    frame = pd.DataFrame({"x": [1.0, 2.0, 3.0, 4.0], "y": ["a", "a", "a", "a"]})
+    single = await api.upload_frame(frame, "one-class")
+    body = {**forest(single), "target": "y"}
+    assert await _refused(api, body) == [["target"]]
+
+
+async def test_resource_bounds_422(settings_for: Callable[..., Settings]) -> None:
+    async for _, api in started(settings_for(max_nesting_depth=2, max_members_per_level=2)):
+        dataset = await api.iris()
+        deep = {
+            **forest(dataset),
+            "ensemble": {
+                "kind": "bagging",
+                "estimator": {"kind": "bagging", "estimator": {"kind": "bagging"}},
+            },
+        }
+        assert await _refused(api, deep) == [["ensemble", "estimator", "estimator", "kind"]]
+        wide = {
+            **forest(dataset),
+            "ensemble": {
+                "kind": "voting",
+                "estimators": [{"name": f"t{i}", "kind": "decision_tree"} for i in range(3)],
+            },
+        }
+        assert await _refused(api, wide) == [["ensemble", "estimators"]]
+
+
+async def test_every_problem_at_once(api: Api) -> None:
+    body = {
+        "dataset_id": "ds_000000000000000000000000",
+        "target": "species",
+        "ensemble": {
+            "kind": "voting",
+            "estimators": [{"name": "rf", "kind": "random_forest", "params": {"n_estimators": -1}}],
+        },
+        "evaluation": {"holdout_fraction": 2},
+        "random_state": -5,
+        "colour": "blue",
+    }
+    assert sorted(await _refused(api, body), key=str) == sorted(
+        [
+            ["colour"],
+            ["evaluation", "holdout_fraction"],
+            ["random_state"],
+            ["dataset_id"],
+            ["ensemble", "estimators", 0, "params", "n_estimators"],
+        ],
+        key=str,
+    )
+
+
+async def test_structure_errors_422(api: Api) -> None:
+    assert sorted(await _refused(api, {}), key=str) == [["dataset_id"], ["ensemble"], ["target"]]
+    response = await api.client.post(
+        "/v1/models/m/versions", content=b"[1", headers={"content-type": "application/json"}
+    )
+    assert response.status_code == 422 and locs(response) == [["body"]]
+    response = await api.client.post("/v1/models/m/versions", content=b"x=1")
+    assert response.status_code == 415
+
+
+async def test_training_failure_is_a_failed_job_with_a_problem(api: Api) -> None:
+    frame = pd.DataFrame({"x": [float(i) for i in range(8)], "y": ["a", "b"] * 4})
+    dataset = await api.upload_frame(frame, "tiny")
+    body = {
+        "dataset_id": dataset,
+        "target": "y",
+        "ensemble": {"kind": "random_forest", "params": {"n_estimators": 3}},
+        "evaluation": {"holdout_fraction": 0, "cv_folds": 6},
+    }
+    response = await api.submit("tiny", body, wait=True)
+    assert response.status_code == 422, response.text
+    problem = response.json()
+    assert problem["code"] == "training_failed"
+    assert "fold" in problem["detail"]
+    job_id = problem["instance"].rsplit("/", 1)[-1]
+    job = await api.job(job_id)
+    assert job["status"] == "failed"
+    assert job["error"]["code"] == "training_failed" and job["error"]["status"] == 422
+    assert (await api.client.get("/v1/models/tiny")).status_code == 404
+
+
+async def test_queue_full_429(settings_for: Callable[..., Settings]) -> None:
+    async for _, api in started(settings_for(max_concurrent_jobs=1, max_queued_jobs=1)):
+        dataset = await api.iris()
+        slow = forest(dataset, n_estimators=3000)
+        first = await api.submit("q", slow)
+        second = await api.submit("q", slow)
+        third = await api.submit("q", slow)
+        assert (first.status_code, second.status_code) == (202, 202)
+        assert third.status_code == 429
+        assert third.json()["code"] == "queue_full"
+        for response in (first, second):
+            await api.client.post(f"/v1/jobs/{response.json()['id']}/cancel")

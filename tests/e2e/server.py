@@ -1,0 +1,161 @@
+"""A real service process on a free loopback port, with its own data folder."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import IO
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[2]
+START_TIMEOUT_S = 60.0
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+class Server:
+    """``uvicorn app.main:create_app --factory`` (or ``make run``) in a new session."""
+
+    def __init__(self, data_dir: Path, log: Path, *, make: bool = False, **env: str) -> None:
+        self.data_dir = data_dir
+        self.log_path = log
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.make = make
+        self.env = env
+        self.process: subprocess.Popen[bytes] | None = None
+        self._log: IO[bytes] | None = None
+
+    def start(self) -> Server:
+        env = {
+            **os.environ,
+            "HOST": "127.0.0.1",
+            "PORT": str(self.port),
+            "ENSEMBLE_DATA_DIR": str(self.data_dir),
+            **self.env,
+        }
+        if self.make:
+            command = ["make", "--no-print-directory", "run"]
+        else:
+            command = [
+                sys.executable, "-m", "uvicorn", "app.main:create_app", "--factory",
+                "--host", "127.0.0.1", "--port", str(self.port),
+            ]  # fmt: skip
+        self._log = self.log_path.open("ab")
+        self.process = subprocess.Popen(
+            command, cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )  # fmt: skip
+        self._wait_ready()
+        return self
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        assert self.process is not None
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"the server exited early:\n{self.log()}")
+            try:
+                if httpx.get(f"{self.url}/readyz", timeout=1).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            time.sleep(0.1)
+        raise RuntimeError(f"the server did not become ready:\n{self.log()}")
+
+    def client(self) -> httpx.Client:
+        return httpx.Client(base_url=self.url, timeout=60)
+
+    @property
+    def pid(self) -> int:
+        """The uvicorn process (under make: the shell's child)."""
+        assert self.process is not None
+        if not self.make:
+            return self.process.pid
+        return next(
+            p
+            for p in descendants(self.process.pid)
+            if "uvicorn" in cmdline(p) and "python" in cmdline(p).split(" ")[0]
+        )
+
+    def stop(self) -> None:
+        """Graceful: SIGTERM to uvicorn (it runs the app's shutdown; make then exits)."""
+        if self.process is None or self.process.poll() is not None:
+            return
+        try:
+            os.kill(self.pid, signal.SIGTERM)
+        except (StopIteration, ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGTERM)
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=10)
+        self._close_log()
+
+    def kill_server_only(self) -> None:
+        """SIGKILL the server process alone; its workers must notice and go."""
+        os.kill(self.pid, signal.SIGKILL)
+        assert self.process is not None
+        if not self.make:
+            self.process.wait(timeout=10)
+        self._close_log()
+
+    def _close_log(self) -> None:
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")[-5000:]
+
+
+def _children() -> dict[int, list[int]]:
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(ppid, []).append(int(entry.name))
+    return children
+
+
+def descendants(pid: int) -> list[int]:
+    tree = _children()
+    found: list[int] = []
+    stack = list(tree.get(pid, []))
+    while stack:
+        child = stack.pop()
+        found.append(child)
+        stack.extend(tree.get(child, []))
+    return found
+
+
+def cmdline(pid: int) -> str:
+    try:
+        return (Path("/proc") / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
