@@ -17,6 +17,7 @@ test: $(STAMP) lint typecheck pytest
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/hadolint Dockerfile
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
@@ -24,5 +25,15 @@ typecheck: $(STAMP)
 pytest: $(STAMP)
 	$(BIN)/pytest -q
 
+# Serve on $HOST:$PORT (default 127.0.0.1:8000); settings are ENSEMBLE_* variables.
+run: $(STAMP)
+	$(BIN)/uvicorn app.main:create_app --factory --host $${HOST:-127.0.0.1} --port $${PORT:-8000}
+
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
+
+# Builds and runs the Docker image with podman, no Docker engine needed (root, a few
+# minutes; not part of `make test`): see scripts/docker_smoke.sh.
+.PHONY: docker-smoke
+docker-smoke:
+	bash scripts/docker_smoke.sh

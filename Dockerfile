@@ -1,0 +1,104 @@
+# Ensemble Service: the HTTP API and the ensembles library in one image.
+#
+#   docker build -t ensemble-service .
+#   docker run -d -p 127.0.0.1:8000:8000 -v ensemble-data:/data --stop-timeout 40 ensemble-service
+#
+# Two stages on debian:bookworm-slim (Debian's Python 3.11): `build` makes a virtual
+# environment in /opt/venv with the project installed (not editable), `runtime` copies it
+# onto a base with python3 only and runs uvicorn as an unprivileged user.
+#
+# Optional build secrets, for machines whose pip needs them (a build elsewhere needs none):
+#   --secret id=pipcert,src=$PIP_CERT          CA bundle pip should trust (TLS-intercepting proxy)
+#   --secret id=pipconf,src=/path/to/pip.conf  pip configuration, e.g. a private index
+# Both are read only while pip runs and end up in no layer. Configuration of the running
+# service is only through ENSEMBLE_* environment variables (see README.md).
+
+ARG DEBIAN_IMAGE=debian:bookworm-slim
+
+# ---------------------------------------------------------------------------------------
+FROM ${DEBIAN_IMAGE} AS build
+
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+
+# DL3008: packages come from the base image's own suite (bookworm and its security
+# updates); pinning exact Debian revisions would break the build at every point release.
+# hadolint ignore=DL3008
+RUN apt-get update \
+    && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+        ca-certificates python3 python3-venv \
+    && rm -rf /var/lib/apt/lists/*
+
+ENV PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PIP_DEFAULT_TIMEOUT=120
+
+RUN python3 -m venv /opt/venv
+
+WORKDIR /src
+
+# Dependencies first, from pyproject.toml alone, so that a change to the code or the README
+# reuses this (large) layer. The version ranges are the ones pyproject.toml declares.
+COPY pyproject.toml ./
+RUN --mount=type=secret,id=pipcert,required=false \
+    --mount=type=secret,id=pipconf,required=false \
+    if [ -s /run/secrets/pipcert ]; then export PIP_CERT=/run/secrets/pipcert; fi; \
+    if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; fi; \
+    python3 -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]))' \
+        > /tmp/requirements.txt \
+    && /opt/venv/bin/pip install --prefer-binary -r /tmp/requirements.txt
+
+# Then the project itself: a regular (non-editable) install into site-packages.
+COPY README.md ./
+COPY ensembles ./ensembles
+COPY app ./app
+RUN --mount=type=secret,id=pipcert,required=false \
+    --mount=type=secret,id=pipconf,required=false \
+    if [ -s /run/secrets/pipcert ]; then export PIP_CERT=/run/secrets/pipcert; fi; \
+    if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; fi; \
+    /opt/venv/bin/pip install --no-deps . \
+    && /opt/venv/bin/pip check \
+    && /opt/venv/bin/python -c 'import app.main, ensembles'
+
+# ---------------------------------------------------------------------------------------
+FROM ${DEBIAN_IMAGE} AS runtime
+
+LABEL org.opencontainers.image.title="Ensemble Service" \
+      org.opencontainers.image.description="Train, version and serve ensemble models over HTTP." \
+      org.opencontainers.image.base.name="debian:bookworm-slim"
+
+# DL3008: as in the build stage. The venv's python is a link to /usr/bin/python3, the
+# same Debian Python 3.11 as in the build stage.
+# hadolint ignore=DL3008
+RUN apt-get update \
+    && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends python3 \
+    && rm -rf /var/lib/apt/lists/* \
+    && groupadd --gid 10001 ensemble \
+    && useradd --uid 10001 --gid ensemble --no-create-home --no-log-init \
+        --home-dir /nonexistent --shell /usr/sbin/nologin ensemble \
+    && install -d -o ensemble -g ensemble -m 0750 /data
+
+COPY --from=build /opt/venv /opt/venv
+
+ENV PATH=/opt/venv/bin:$PATH \
+    PYTHONUNBUFFERED=1 \
+    PYTHONDONTWRITEBYTECODE=1 \
+    ENSEMBLE_DATA_DIR=/data
+
+# An empty, root-owned working directory: uvicorn puts its --app-dir (default: the working
+# directory) first on sys.path, so nothing writable may sit there.
+WORKDIR /srv
+# Numeric, so that Kubernetes' runAsNonRoot can verify it; a bind-mounted /data must be
+# writable by uid 10001.
+USER 10001:10001
+VOLUME ["/data"]
+EXPOSE 8000
+
+# Liveness only (readiness is /readyz). Needs no curl: the venv's Python does the request.
+HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 \
+    CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/healthz', timeout=4)"]
+
+# SIGTERM (docker stop) starts uvicorn's graceful shutdown: stop accepting, let in-flight
+# requests finish for up to 30 s, run the app's shutdown (workers stopped, running jobs
+# failed), exit 0. Give `docker stop` more than that: --stop-timeout 40 / stop_grace_period.
+STOPSIGNAL SIGTERM
+CMD ["uvicorn", "app.main:create_app", "--factory", "--host", "0.0.0.0", "--port", "8000", "--timeout-graceful-shutdown", "30"]
