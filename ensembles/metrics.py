@@ -232,13 +232,19 @@ def member_scores(
             m = Member(name, est, None, None, 1.0)
             out.append({"name": name, basis: _member_score(m, Xt, y, task, labels)})
         return out, None
+    # Homogeneous ensembles can have thousands of members: only the primary metric, in numpy.
     members = members_of(ensemble)
     if members:
-        values = [_member_score(m, Xt, y, task, labels)[metric] for m in members]
+        if task == "regression":
+            values = [_primary(task, y, member_values(m, Xt)) for m in members]
+        else:
+            values = [
+                _primary(task, y, _like(y, labels[member_class_indices(m, Xt)])) for m in members
+            ]
         return [_spread("members", basis, metric, values)], None
     boosted = getattr(ensemble, "estimators_", None)
     if boosted is not None and hasattr(ensemble, "estimator_weights_"):  # AdaBoost: raw labels
-        values = [_raw_member_score(est, Xt, y, task) for est in boosted]
+        values = [_primary(task, y, np.asarray(est.predict(Xt))) for est in boosted]
         return [_spread("members", basis, metric, values)], None
     return [], f"{type(ensemble).__name__} members are not predictors of their own"
 
@@ -255,12 +261,13 @@ def _member_score(
     return score(task, y, pred, proba, list(labels))
 
 
-def _raw_member_score(
-    est: BaseEstimator, Xt: FloatArray, y: NDArray[Any], task: Task
-) -> float | None:
-    pred = est.predict(Xt)
-    value = skm.accuracy_score(y, pred) if task == "classification" else skm.r2_score(y, pred)
-    return _num(value)
+def _primary(task: Task, y: NDArray[Any], pred: NDArray[Any]) -> float | None:
+    """Accuracy or r2, computed directly (scikit-learn's checks cost more than the sum)."""
+    if task == "classification":
+        return float(np.mean(pred == y))
+    residual = float(np.sum((y - pred) ** 2))
+    total = float(np.sum((y - np.mean(y)) ** 2))
+    return None if total == 0 else 1.0 - residual / total
 
 
 def _spread(name: str, basis: str, metric: str, values: list[Any]) -> dict[str, Any]:
