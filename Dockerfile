@@ -98,7 +98,11 @@ HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 \
     CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/healthz', timeout=4)"]
 
 # SIGTERM (docker stop) starts uvicorn's graceful shutdown: stop accepting, let in-flight
-# requests finish for up to 30 s, run the app's shutdown (workers stopped, running jobs
-# failed), exit 0. Give `docker stop` more than that: --stop-timeout 40 / stop_grace_period.
+# requests finish for up to ENSEMBLE_SHUTDOWN_TIMEOUT_S (default 30 s), run the app's
+# shutdown (workers stopped, running jobs failed), exit 0. Give `docker stop` more than
+# that: --stop-timeout 40 / stop_grace_period. `python -m app` is uvicorn with the
+# service's settings (HOST, PORT, ENSEMBLE_SHUTDOWN_TIMEOUT_S).
+ENV HOST=0.0.0.0 \
+    PORT=8000
 STOPSIGNAL SIGTERM
-CMD ["uvicorn", "app.main:create_app", "--factory", "--host", "0.0.0.0", "--port", "8000", "--timeout-graceful-shutdown", "30"]
+CMD ["python", "-m", "app"]

@@ -27,7 +27,7 @@ pytest: $(STAMP)
 
 # Serve on $HOST:$PORT (default 127.0.0.1:8000); settings are ENSEMBLE_* variables.
 run: $(STAMP)
-	$(BIN)/uvicorn app.main:create_app --factory --host $${HOST:-127.0.0.1} --port $${PORT:-8000}
+	$(BIN)/uvicorn app.main:create_app --factory --host $${HOST:-127.0.0.1} --port $${PORT:-8000} --timeout-graceful-shutdown $${ENSEMBLE_SHUTDOWN_TIMEOUT_S:-30}
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
@@ -37,3 +37,10 @@ clean:
 .PHONY: docker-smoke
 docker-smoke:
 	bash scripts/docker_smoke.sh
+
+# The performance suite (a few minutes, loopback only; not part of `make test`): starts the
+# service, trains the reference models through the API, loads it with wrk and prints each
+# figure next to the in-process scikit-learn floor. BENCH_ARGS="--quick" for a smoke run.
+.PHONY: bench
+bench: $(STAMP)
+	$(BIN)/python benchmarks/service_bench.py $(BENCH_ARGS)

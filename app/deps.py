@@ -6,7 +6,8 @@ can build an app around any settings.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import hmac
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Annotated
 
@@ -63,6 +64,21 @@ _bearer = HTTPBearer(auto_error=False, description="An API key (ENSEMBLE_API_KEY
 BearerDep = Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
 
 
+def role_of(keys: Mapping[str, Role], presented: str) -> Role | None:
+    """The role of the presented key, or None; compared in constant time.
+
+    Every configured key is compared (no early exit, no dict lookup), each with
+    :func:`hmac.compare_digest`, so the time taken does not tell how much of a key, or
+    which key, a guess got right.
+    """
+    found: Role | None = None
+    guess = presented.encode("utf-8", "surrogateescape")
+    for key, role in keys.items():
+        if hmac.compare_digest(key.encode("utf-8", "surrogateescape"), guess):
+            found = role
+    return found
+
+
 def require(role: Role) -> Callable[..., Awaitable[None]]:
     """A dependency allowing keys of ``role`` or a higher one (read < train < admin)."""
     needed = ROLES.index(role)
@@ -73,7 +89,7 @@ def require(role: Role) -> Callable[..., Awaitable[None]]:
             return
         if credentials is None:
             raise UnauthenticatedError("this service needs an API key: Authorization: Bearer <key>")
-        granted = settings.api_keys.get(credentials.credentials)
+        granted = role_of(settings.api_keys, credentials.credentials)
         if granted is None:
             raise UnauthenticatedError("unknown API key")
         if ROLES.index(granted) < needed:

@@ -29,6 +29,7 @@ from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any, Final, Literal
 
+from app.metrics import Metrics
 from app.problems import QueueFullError
 from app.services import in_thread
 from app.settings import Settings
@@ -43,6 +44,12 @@ TICK_S: Final = 0.1
 CANCEL_SCAN_S: Final = 0.5
 KILL_AFTER_S: Final = 3.0
 FINISHED: Final = ("succeeded", "failed", "cancelled")
+SHUTDOWN_RUNNING: Final = (
+    "interrupted by shutdown: the service stopped while this job was running; submit it again"
+)
+SHUTDOWN_QUEUED: Final = (
+    "interrupted by shutdown: the service stopped before this job started; submit it again"
+)
 
 Reason = Literal["timeout", "cancelled"]
 
@@ -60,9 +67,12 @@ class _Running:
 class JobRunner:
     """Queue and supervise training worker processes; every method runs on the event loop."""
 
-    def __init__(self, registry: SqlRegistry, settings: Settings) -> None:
+    def __init__(
+        self, registry: SqlRegistry, settings: Settings, metrics: Metrics | None = None
+    ) -> None:
         self.registry = registry
         self.settings = settings
+        self.metrics = metrics
         self._context = multiprocessing.get_context("forkserver")
         self._context.set_forkserver_preload(["app.worker"])
         self._queue: deque[str] = deque()
@@ -72,12 +82,15 @@ class JobRunner:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._warming: asyncio.Task[None] | None = None
+        self._loop_ref: asyncio.AbstractEventLoop | None = None
         self._stopping = False
+        self._draining = False
         self._last_scan = 0.0
 
     # ------------------------------------------------------------------ life cycle
 
     async def start(self) -> None:
+        self._loop_ref = asyncio.get_running_loop()
         self._task = asyncio.create_task(self._loop(), name="job-runner")
         # Start the fork server now, in the background, so the first job starts quickly.
         self._warming = asyncio.create_task(in_thread(self._warm_up), name="forkserver-warm-up")
@@ -90,12 +103,32 @@ class JobRunner:
         except Exception:  # the first job will try again and report
             log.exception("could not start the training fork server")
 
+    def drain(self) -> None:
+        """The service is shutting down: requests waiting for a job answer now (202).
+
+        Safe to call from a signal handler: it only sets a flag and schedules a wake-up.
+        """
+        self._draining = True
+        loop = self._loop_ref
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._wake_waiters)
+
+    def _wake_waiters(self) -> None:
+        for event in self._events.values():
+            event.set()
+
+    @property
+    def draining(self) -> bool:
+        return self._draining
+
     async def stop(self) -> None:
-        """Stop supervising and end the workers; the registry then fails their jobs."""
+        """Stop supervising, end the workers and fail the jobs they were running, and
+        the queued ones, as "interrupted by shutdown"."""
         # A flag, not task.cancel(): a cancel arriving while the loop waits for a thread
         # (anyio shields those waits) could be swallowed and leave the loop running.
-        self._stopping = True
+        self._draining = self._stopping = True
         self._wake.set()
+        self._wake_waiters()
         for task in (self._task, self._warming):
             if task is not None:
                 await task
@@ -104,8 +137,13 @@ class JobRunner:
         await in_thread(self._join_all, KILL_AFTER_S)
         for entry in self._running.values():
             entry.alive.close()
+        interrupted = [(job_id, SHUTDOWN_RUNNING) for job_id in self._running]
+        interrupted += [(job_id, SHUTDOWN_QUEUED) for job_id in self._queue]
         self._running.clear()
         self._queue.clear()
+        for job_id, detail in interrupted:
+            problem = job_problem("interrupted", "Training interrupted", detail)
+            await self._finish(job_id, "failed", problem)
 
     def _join_all(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -118,6 +156,12 @@ class JobRunner:
     @property
     def healthy(self) -> bool:
         return self._task is not None and not self._task.done()
+
+    def readiness(self) -> str:
+        """``"ok"``, or why the runner cannot take jobs (for /readyz)."""
+        if self._draining:
+            return "the service is shutting down"
+        return "ok" if self.healthy else "the job runner is not running"
 
     def worker_pid(self, job_id: str) -> int | None:
         """The process id of a running job's worker (for operators and tests)."""
@@ -142,8 +186,9 @@ class JobRunner:
         finally:
             self._reserved -= 1
 
-    def enqueue(self, job_id: str) -> None:
-        self._queue.append(job_id)
+    def enqueue(self, job: JobRecord) -> None:
+        self._queue.append(job.id)
+        self._transition(job)
         self._wake.set()
 
     async def cancel(self, job_id: str) -> JobRecord:
@@ -153,6 +198,7 @@ class JobRunner:
         if job.status == "cancelled":
             with contextlib.suppress(ValueError):
                 self._queue.remove(job_id)
+            self._transition(job)
             self._settled(job_id)
         elif (entry := self._running.get(job_id)) is not None:
             self._arm_cancel(entry)
@@ -171,7 +217,7 @@ class JobRunner:
             while True:
                 job = await in_thread(self.registry.get_job, job_id)
                 remaining = deadline - time.monotonic()
-                if job.status in FINISHED or remaining <= 0:
+                if job.status in FINISHED or remaining <= 0 or self._draining:
                     return job
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(event.wait(), min(remaining, 1.0))
@@ -207,9 +253,13 @@ class JobRunner:
         ):
             job_id = self._queue.popleft()
             try:
-                await in_thread(self.registry.start_job, job_id)
+                job = await in_thread(self.registry.start_job, job_id)
             except (ConflictError, NotFoundError):
-                continue  # cancelled (or its model deleted) while it waited
+                # Cancelled (or its model deleted) while it waited.
+                with contextlib.suppress(NotFoundError, StorageError):
+                    self._transition(await in_thread(self.registry.get_job, job_id))
+                continue
+            self._transition(job)
             try:
                 process, alive = await in_thread(self._spawn, job_id)
             except Exception as exc:
@@ -220,7 +270,7 @@ class JobRunner:
                 continue
             deadline = time.monotonic() + self.settings.job_timeout_s
             self._running[job_id] = _Running(process, alive, deadline)
-            log.info("job %s started in process %s", job_id, process.pid)
+            log.debug("job %s runs in process %s", job_id, process.pid)
 
     def _spawn(self, job_id: str) -> tuple[BaseProcess, Connection]:
         config = WorkerConfig(
@@ -228,6 +278,8 @@ class JobRunner:
             database_url=self.settings.database_url,
             job_id=job_id,
             memory_limit_mb=self.settings.job_memory_limit_mb,
+            log_level=self.settings.log_level,
+            log_format=self.settings.log_format,
         )
         reader, writer = self._context.Pipe(duplex=False)
         process = self._context.Process(
@@ -288,6 +340,7 @@ class JobRunner:
             log.exception("could not read job %s after its worker ended", job_id)
             return
         if job.status in FINISHED:
+            self._transition(job)
             self._settled(job_id)
             return
         status, error = self._outcome(job, entry.reason, exitcode)
@@ -311,12 +364,36 @@ class JobRunner:
         self, job_id: str, status: Literal["failed", "cancelled"], error: dict[str, object] | None
     ) -> None:
         try:
-            await in_thread(self.registry.finish_job, job_id, status, error)
+            job = await in_thread(self.registry.finish_job, job_id, status, error)
         except ConflictError:
-            pass  # it ended meanwhile (the worker published, or recorded its own end)
+            # It ended meanwhile (the worker published, or recorded its own end): say how.
+            with contextlib.suppress(NotFoundError, StorageError):
+                self._transition(await in_thread(self.registry.get_job, job_id))
         except StorageError:
             log.exception("could not record the end of job %s", job_id)
+        else:
+            self._transition(job)
         self._settled(job_id)
+
+    def _transition(self, job: JobRecord) -> None:
+        """One log line per change of a job's status; the duration of ended jobs."""
+        fields: dict[str, object] = {
+            "event": "job",
+            "job_id": job.id,
+            "model": job.model,
+            "version": job.version,
+            "status": job.status,
+        }
+        if job.status in FINISHED and job.started_at and job.finished_at:
+            seconds = (job.finished_at - job.started_at).total_seconds()
+            fields["duration_s"] = round(seconds, 3)
+            if self.metrics is not None:
+                self.metrics.observe_training(job.status, seconds)
+        if job.error:
+            fields["error_code"] = job.error.get("code")
+            fields["error_detail"] = job.error.get("detail")
+        level = logging.WARNING if job.status == "failed" else logging.INFO
+        log.log(level, "job %s %s", job.id, job.status, extra={"fields": fields})
 
 
 def _terminate(process: BaseProcess) -> None:

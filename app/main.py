@@ -3,7 +3,9 @@
 The lifespan opens the registry (which fails jobs a dead server left open), the model
 cache and the job runner, and closes them in reverse order. Run it with
 ``uvicorn app.main:create_app --factory`` (``make run``); settings are read from the
-environment when the app is created, never at import.
+environment when the app is created, never at import. Created that way, without
+settings, the factory also sets up the server process: JSON logs and a clean exit
+status after SIGTERM (:mod:`app.process`); tests pass settings and keep their own.
 """
 
 from __future__ import annotations
@@ -23,9 +25,10 @@ from pydantic.json_schema import models_json_schema
 import app as app_package
 from app.deps import Services, require_unless
 from app.jobs import JobRunner
-from app.metrics import Metrics, MetricsMiddleware
-from app.middleware import BodyLimitMiddleware
+from app.metrics import Metrics
+from app.middleware import BodyLimitMiddleware, RequestMiddleware
 from app.problems import install_handlers
+from app.process import configure_process, exit_zero_after_shutdown, on_shutdown_signal
 from app.routes import datasets, health, jobs, kinds, models, predictions
 from app.schemas.common import ProblemDetails
 from app.schemas.datasets import DatasetRecordsIn, DatasetRowsIn, DatasetUploadForm
@@ -49,25 +52,35 @@ _MULTIPART_SLACK = 1024 * 1024  # form framing and the name field around an uplo
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
-    """A new service around ``settings`` (default: read from the environment now)."""
-    settings = settings or Settings()
+    """A new service around ``settings``; without them, the server process's app: the
+    settings are read from the environment now and the process is set up for serving."""
+    if settings is None:
+        settings = Settings()
+        configure_process(settings)
     metrics = Metrics()
 
     @asynccontextmanager
     async def lifespan(application: FastAPI) -> AsyncIterator[None]:
         registry = await in_thread(SqlRegistry.open, settings.data_dir, settings.database_url)
         cache = ModelCache(settings.cache_max_entries, settings.cache_max_bytes)
-        runner = JobRunner(registry, settings)
+        runner = JobRunner(registry, settings, metrics)
         await runner.start()
+        metrics.watch(registry.count_jobs_by_status, cache)
         application.state.services = Services(settings, registry, cache, runner, metrics)
         if not settings.api_keys:
             log.warning("no API keys configured (ENSEMBLE_API_KEYS): the service is open")
+        else:
+            log.info("API keys configured: %d", len(settings.api_keys))
         try:
-            yield
+            with on_shutdown_signal(runner.drain):
+                yield
         finally:
+            log.info("shutting down: stopping the training workers")
             await runner.stop()
             cache.clear()
             await in_thread(registry.close)
+            log.info("shut down")
+            exit_zero_after_shutdown()
 
     application = FastAPI(
         title="Ensemble Service",
@@ -86,7 +99,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     application.add_middleware(
         BodyLimitMiddleware, max_bytes=settings.max_upload_bytes + _MULTIPART_SLACK
     )
-    application.add_middleware(MetricsMiddleware, metrics=metrics)
+    application.add_middleware(RequestMiddleware, metrics=metrics)
     return application
 
 

@@ -1,143 +1,147 @@
-"""A minimal Prometheus text exposition: requests, latency, predictions, jobs, cache.
+"""Prometheus metrics of one app, on a registry of its own (several apps in one process,
+as in the tests, never share or collide).
 
-Kept dependency-free on purpose; a later issue may swap in prometheus-client.
+Counted as things happen: HTTP requests and their latency per route template and
+status, requests in progress, predictions per model, training durations. Read at each
+scrape: jobs by status (one ``GROUP BY`` in the registry database) and the model cache
+counters. Also the process's CPU, memory and file descriptors.
 """
 
 from __future__ import annotations
 
-import time
-from collections import Counter
-from collections.abc import Iterable
-from dataclasses import dataclass, field
-from typing import Any
+import logging
+from collections.abc import Callable, Iterator, Mapping
+from typing import Final
 
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    ProcessCollector,
+    disable_created_metrics,
+)
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.exposition import choose_encoder
+from prometheus_client.registry import Collector
 
-BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+from ensembles.registry import ModelCache
+
+log = logging.getLogger(__name__)
+
+REQUEST_BUCKETS: Final = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+TRAINING_BUCKETS: Final = (1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0)
+UNMATCHED: Final = "<unmatched>"
+
+# The *_created series of every counter and histogram double the output for no use here.
+disable_created_metrics()  # type: ignore[no-untyped-call]
 
 
-@dataclass
-class _Histogram:
-    counts: list[int] = field(default_factory=lambda: [0] * len(BUCKETS))
-    total: float = 0.0
-    n: int = 0
-
-    def observe(self, value: float) -> None:
-        for i, bound in enumerate(BUCKETS):
-            if value <= bound:
-                self.counts[i] += 1
-        self.total += value
-        self.n += 1
-
-
-@dataclass
 class Metrics:
-    """Counters of this process (reset at start, as Prometheus expects)."""
+    """The metrics of one app; :meth:`watch` adds the state read at each scrape."""
 
-    requests: Counter[tuple[str, str, str]] = field(default_factory=Counter)
-    latency: dict[tuple[str, str], _Histogram] = field(default_factory=dict)
-    predictions: int = 0
-    prediction_rows: int = 0
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        labels = ("method", "route", "status")
+        self.requests = Counter(
+            "ensemble_http_requests",
+            "HTTP requests by method, route template and status.",
+            labels,
+            registry=self.registry,
+        )
+        self.latency = Histogram(
+            "ensemble_http_request_duration_seconds",
+            "HTTP request latency by method, route template and status.",
+            labels,
+            buckets=REQUEST_BUCKETS,
+            registry=self.registry,
+        )
+        self.in_progress = Gauge(
+            "ensemble_http_requests_in_progress",
+            "HTTP requests being served now.",
+            registry=self.registry,
+        )
+        self.predictions = Counter(
+            "ensemble_predictions",
+            "Prediction requests answered, by model.",
+            ("model",),
+            registry=self.registry,
+        )
+        self.prediction_rows = Counter(
+            "ensemble_prediction_rows",
+            "Rows predicted, by model.",
+            ("model",),
+            registry=self.registry,
+        )
+        self.training = Histogram(
+            "ensemble_training_duration_seconds",
+            "Wall time of training jobs from start to end, by final status.",
+            ("status",),
+            buckets=TRAINING_BUCKETS,
+            registry=self.registry,
+        )
+        ProcessCollector(registry=self.registry)
+        self._state: _StateCollector | None = None
 
-    def observe(self, method: str, route: str, status: int, seconds: float) -> None:
-        self.requests[(method, route, str(status))] += 1
-        self.latency.setdefault((method, route), _Histogram()).observe(seconds)
+    def watch(self, jobs: Callable[[], Mapping[str, int]], cache: ModelCache) -> None:
+        """Report ``jobs()`` (counts by status) and the cache's counters at each scrape
+        (replacing what an earlier run of the lifespan watched)."""
+        if self._state is not None:
+            self.registry.unregister(self._state)
+        self._state = _StateCollector(jobs, cache)
+        self.registry.register(self._state)
 
+    def observe_request(self, method: str, route: str, status: int, seconds: float) -> None:
+        labels = (method, route, str(status))
+        self.requests.labels(*labels).inc()
+        self.latency.labels(*labels).observe(seconds)
 
-def _labels(**labels: str) -> str:
-    inner = ",".join(
-        f'{k}="{v.replace(chr(92), chr(92) * 2).replace(chr(34), chr(92) + chr(34))}"'
-        for k, v in labels.items()
-    )
-    return "{" + inner + "}"
+    def observe_prediction(self, model: str, rows: int) -> None:
+        self.predictions.labels(model).inc()
+        self.prediction_rows.labels(model).inc(rows)
 
+    def observe_training(self, status: str, seconds: float) -> None:
+        self.training.labels(status).observe(max(seconds, 0.0))
 
-def render(metrics: Metrics, jobs: dict[str, int], cache: dict[str, int]) -> str:
-    lines: list[str] = []
+    def exposition(self, accept: str | None) -> tuple[bytes, str]:
+        """The text format the scraper asked for (Prometheus or OpenMetrics) and its type.
 
-    def family(name: str, kind: str, help_text: str, samples: Iterable[tuple[str, Any]]) -> None:
-        lines.append(f"# HELP {name} {help_text}")
-        lines.append(f"# TYPE {name} {kind}")
-        lines.extend(f"{name}{labels} {value}" for labels, value in samples)
-
-    family(
-        "ensemble_http_requests_total",
-        "counter",
-        "HTTP requests by method, route and status.",
-        (
-            (_labels(method=m, route=r, status=s), n)
-            for (m, r, s), n in sorted(metrics.requests.items())
-        ),
-    )
-    histogram: list[tuple[str, Any]] = []
-    for (method, route), h in sorted(metrics.latency.items()):
-        for bound, count in zip(BUCKETS, h.counts, strict=True):
-            histogram.append((_labels(method=method, route=route, le=f"{bound:g}"), count))
-        histogram.append((_labels(method=method, route=route, le="+Inf"), h.n))
-    lines.append("# HELP ensemble_http_request_duration_seconds Request latency by route.")
-    lines.append("# TYPE ensemble_http_request_duration_seconds histogram")
-    for labels, value in histogram:
-        lines.append(f"ensemble_http_request_duration_seconds_bucket{labels} {value}")
-    for (method, route), h in sorted(metrics.latency.items()):
-        labels = _labels(method=method, route=route)
-        lines.append(f"ensemble_http_request_duration_seconds_sum{labels} {h.total}")
-        lines.append(f"ensemble_http_request_duration_seconds_count{labels} {h.n}")
-    family(
-        "ensemble_predictions_total",
-        "counter",
-        "Prediction requests answered.",
-        [("", metrics.predictions)],
-    )
-    family(
-        "ensemble_prediction_rows_total",
-        "counter",
-        "Rows predicted.",
-        [("", metrics.prediction_rows)],
-    )
-    family(
-        "ensemble_training_jobs",
-        "gauge",
-        "Training jobs in the registry by status.",
-        ((_labels(status=s), n) for s, n in sorted(jobs.items())),
-    )
-    family(
-        "ensemble_model_cache_events_total",
-        "counter",
-        "Model cache hits, misses, loads and evictions.",
-        ((_labels(event=k), v) for k, v in sorted(cache.items()) if k != "bytes"),
-    )
-    family(
-        "ensemble_model_cache_bytes",
-        "gauge",
-        "Artifact bytes of the models held in memory.",
-        [("", cache.get("bytes", 0))],
-    )
-    return "\n".join(lines) + "\n"
+        Blocking (the job counts are a database query): call it from a worker thread.
+        """
+        encoder, content_type = choose_encoder(accept or "")
+        return encoder(self.registry), content_type
 
 
-class MetricsMiddleware:
-    """Counts every HTTP request by its route template (not its raw path)."""
+class _StateCollector(Collector):
+    """State owned by others, read when scraped rather than mirrored on every change."""
 
-    def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
-        self.app = app
-        self.metrics = metrics
+    def __init__(self, jobs: Callable[[], Mapping[str, int]], cache: ModelCache) -> None:
+        self.jobs = jobs
+        self.cache = cache
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        started = time.perf_counter()
-        status = 500
-
-        async def sending(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = int(message["status"])
-            await send(message)
-
+    def collect(self) -> Iterator[Metric]:
         try:
-            await self.app(scope, receive, sending)
-        finally:
-            route = scope.get("route")
-            path = getattr(route, "path", None) or "<unmatched>"
-            self.metrics.observe(scope["method"], path, status, time.perf_counter() - started)
+            counts = self.jobs()
+        except Exception as exc:  # a scrape must not fail because the database does
+            log.warning("could not count jobs for /metrics: %s", exc)
+        else:
+            jobs = GaugeMetricFamily(
+                "ensemble_training_jobs", "Training jobs by status.", labels=["status"]
+            )
+            for status, n in sorted(counts.items()):
+                jobs.add_metric([status], n)
+            yield jobs
+        cache = self.cache
+        for name, help_text, value in (
+            ("hits", "Predictions that found their model loaded.", cache.hits),
+            ("misses", "Predictions that had to load their model.", cache.misses),
+            ("loads", "Models loaded from their artifact.", cache.loads),
+            ("evictions", "Models dropped to stay within the cache bounds.", cache.evictions),
+        ):
+            yield CounterMetricFamily(f"ensemble_model_cache_{name}", help_text, value=value)
+        yield GaugeMetricFamily(
+            "ensemble_model_cache_bytes", "Artifact bytes of the models in memory.", cache.bytes
+        )
+        yield GaugeMetricFamily(
+            "ensemble_model_cache_entries", "Models held in memory.", len(cache)
+        )

@@ -1,11 +1,94 @@
-"""ASGI middleware: a bound on request bodies, enforced while they are read."""
+"""ASGI middleware: one observer of every request, and a bound on request bodies."""
 
 from __future__ import annotations
 
+import logging
+import time
+
+from starlette.datastructures import Headers, MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from app.logs import REQUEST_ID, REQUEST_ID_HEADER, request_id_from
+from app.metrics import UNMATCHED, Metrics
 from app.problems import BodyTooLargeError, problem_body, problem_response
 from ensembles import Problem
+
+access_log = logging.getLogger("app.access")
+log = logging.getLogger("app")
+
+
+class RequestMiddleware:
+    """The outermost layer: a request id, the request's metrics and its log line.
+
+    The id is the caller's ``X-Request-ID`` when it is a plausible one (letters, digits,
+    ``._:-``, at most 128), else a new one; it is sent back in the same header and tags
+    every log line written while the request is served. Metrics and the log line name
+    the route template (``/v1/models/{name}``), never the raw path, so their label sets
+    stay bounded. An unexpected exception becomes a 500 problem here, so that answer
+    carries the request id too (the stack trace goes to the log, never to the client).
+    """
+
+    def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request_id = request_id_from(Headers(scope=scope).get(REQUEST_ID_HEADER))
+        token = REQUEST_ID.set(request_id)
+        started = time.perf_counter()
+        status = 500
+        response_started = False
+
+        async def sending(message: Message) -> None:
+            nonlocal status, response_started
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+                response_started = True
+                MutableHeaders(scope=message)[REQUEST_ID_HEADER] = request_id
+            await send(message)
+
+        self.metrics.in_progress.inc()
+        try:
+            await self.app(scope, receive, sending)
+        except Exception:
+            log.exception("unhandled error in %s %s", scope["method"], scope["path"])
+            if response_started:
+                raise
+            detail = "an unexpected error occurred; it has been logged"
+            body = problem_body("internal", detail, instance=scope["path"])
+            await problem_response(body)(scope, receive, sending)
+        finally:
+            seconds = time.perf_counter() - started
+            self.metrics.in_progress.dec()
+            self._record(scope, status, seconds, request_id)
+            REQUEST_ID.reset(token)
+
+    def _record(self, scope: Scope, status: int, seconds: float, request_id: str) -> None:
+        route = getattr(scope.get("route"), "path", None) or UNMATCHED
+        method = str(scope["method"])
+        self.metrics.observe_request(method, route, status, seconds)
+        duration_ms = round(seconds * 1000, 2)
+        access_log.info(
+            "%s %s %s %.1f ms",
+            method,
+            scope["path"],
+            status,
+            duration_ms,
+            extra={
+                "fields": {
+                    "event": "request",
+                    "method": method,
+                    "route": route,
+                    "path": scope["path"],
+                    "status": status,
+                    "duration_ms": duration_ms,
+                    "request_id": request_id,
+                }
+            },
+        )
 
 
 class BodyLimitMiddleware:

@@ -16,6 +16,7 @@ from ensembles import SpecLimits, TableLimits
 
 Role = Literal["read", "train", "admin"]
 ROLES: tuple[Role, ...] = ("read", "train", "admin")
+LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR"]
 MIB = 1024 * 1024
 
 
@@ -40,7 +41,10 @@ def parse_api_keys(value: object) -> dict[str, Role]:
 class Settings(BaseSettings):
     """Everything the service reads from its environment (prefix ``ENSEMBLE_``)."""
 
-    model_config = SettingsConfigDict(env_prefix="ENSEMBLE_", extra="ignore", frozen=True)
+    # hide_input_in_errors: a bad ENSEMBLE_API_KEYS must not print the keys at start-up.
+    model_config = SettingsConfigDict(
+        env_prefix="ENSEMBLE_", extra="ignore", frozen=True, hide_input_in_errors=True
+    )
 
     data_dir: Path = Field(
         default=Path("./data"),
@@ -52,6 +56,7 @@ class Settings(BaseSettings):
     )
     api_keys: Annotated[dict[str, Role], NoDecode] = Field(
         default_factory=dict,
+        repr=False,  # secrets: never in a repr, so never in a log line or a traceback
         description="Comma-separated key:role pairs (role read, train or admin); "
         "empty: the service is open.",
     )
@@ -112,6 +117,23 @@ class Settings(BaseSettings):
     max_total_members: int = Field(
         default=20_000, ge=1, description="Most estimators one training fits across nesting."
     )
+
+    shutdown_timeout_s: int = Field(
+        default=30,
+        ge=0,
+        description="After SIGTERM, how long requests in flight may take to finish before "
+        "they are cancelled (uvicorn's --timeout-graceful-shutdown, passed by make run).",
+    )
+    log_level: LogLevel = Field(default="INFO", description="Least severe level logged.")
+    log_format: Literal["json", "text"] = Field(
+        default="json",
+        description="Log lines as JSON objects (one per line) or as plain text for humans.",
+    )
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _upper_log_level(cls, value: object) -> object:
+        return value.upper() if isinstance(value, str) else value
 
     @field_validator("api_keys", mode="before")
     @classmethod

@@ -20,8 +20,9 @@ import time
 from dataclasses import dataclass
 from importlib import metadata as importlib_metadata
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import Any, Literal
 
+from app.logs import configure_logging
 from ensembles import (
     EnsembleError,
     EstimatorSpec,
@@ -52,6 +53,8 @@ class WorkerConfig:
     database_url: str | None
     job_id: str
     memory_limit_mb: int | None = None
+    log_level: str = "WARNING"
+    log_format: Literal["json", "text"] = "json"
 
 
 def run_job(config: WorkerConfig, server_alive: Connection) -> None:
@@ -61,7 +64,8 @@ def run_job(config: WorkerConfig, server_alive: Connection) -> None:
     never writes to: end of file means the server is gone.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl+C is the server's to handle
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s worker: %(message)s")
+    configure_logging(config.log_level, config.log_format)
+    logging.getLogger("alembic").setLevel(logging.WARNING)  # opening the registry: noise here
     _limit_memory(config.memory_limit_mb)
     parent_gone = threading.Event()
     _watch_server(server_alive, parent_gone)
@@ -237,6 +241,9 @@ def version_metadata(
             "tags": document.get("tags") or {},
             "job_id": job_id,
             "signature": signature.as_dict(),
+            # Which engine serves the version (chosen once, here) and, if scikit-learn,
+            # why the compiled one was refused: see ensembles.compiled.
+            "inference": fitted.inference,
         }
     )
     return metadata

@@ -6,6 +6,13 @@ re-exported here; the modules stay the place to read how each piece works.
 
 from ensembles.builders import FeatureColumn, build_estimator, build_pipeline
 from ensembles.catalog import ENSEMBLE_KINDS, KINDS, Kind, Task, catalog_document
+from ensembles.compiled import (
+    CompiledModel,
+    FidelityReport,
+    compile_model,
+    predict_rows,
+    rebuild,
+)
 from ensembles.data import (
     ColumnSummary,
     Table,
@@ -33,7 +40,14 @@ from ensembles.errors import (
     TrainingError,
     UnsupportedFormatError,
 )
-from ensembles.prediction import PredictionResult, PredictOptions, predict, rows_to_frame
+from ensembles.prediction import (
+    PredictionResult,
+    PredictOptions,
+    predict,
+    rows_to_columns,
+    rows_to_frame,
+)
+from ensembles.serving import Servable, prepare
 from ensembles.signature import ModelSignature
 from ensembles.specs import (
     EstimatorSpec,
@@ -51,12 +65,14 @@ __all__ = [
     "KINDS",
     "CancelToken",
     "ColumnSummary",
+    "CompiledModel",
     "ConflictError",
     "DataError",
     "EnsembleError",
     "EstimatorSpec",
     "EvaluationSpec",
     "FeatureColumn",
+    "FidelityReport",
     "FittedModel",
     "IntegrityError",
     "Kind",
@@ -67,6 +83,7 @@ __all__ = [
     "PredictionResult",
     "Problem",
     "ProgressCallback",
+    "Servable",
     "SpecError",
     "SpecLimits",
     "StorageError",
@@ -82,11 +99,16 @@ __all__ = [
     "build_estimator",
     "build_pipeline",
     "catalog_document",
+    "compile_model",
     "parse_estimator_spec",
     "parse_training_spec",
     "predict",
+    "predict_rows",
+    "prepare",
     "read_table",
+    "rebuild",
     "resolve_ensemble",
+    "rows_to_columns",
     "rows_to_frame",
     "select_training_data",
     "table_from_frame",

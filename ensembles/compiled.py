@@ -77,8 +77,10 @@ __all__ = [
     "CompiledModel",
     "FidelityReport",
     "compile_model",
+    "passthrough_columns",
     "predict_rows",
     "rebuild",
+    "stack_columns",
 ]
 
 ENGINE = "treelite-gtil"
@@ -96,8 +98,8 @@ _FORESTS = (
 )
 _BOOSTING = (GradientBoostingClassifier, GradientBoostingRegressor)
 _HISTOGRAM = (HistGradientBoostingClassifier, HistGradientBoostingRegressor)
-_CALIBRATION_SIZES = tuple(2**k for k in range(13))  # 1 .. 4096 rows
-_CALIBRATION_BUDGET_S = 0.5  # seconds
+_CALIBRATION_LARGE = 1024  # rows of the second size timed by the calibration
+_CALIBRATION_MAX_ROWS = 4096  # the largest crossover a calibration reports
 _IMPORT_ERRORS = (treelite.TreeliteError, NotImplementedError, ValueError, TypeError)
 
 Link = Literal["identity", "exp", "expit", "expit2", "softmax"]
@@ -219,7 +221,7 @@ class CompiledModel:
     def transform(self, rows: Rows) -> NDArray[Any]:
         """The preprocessed rows (ColumnTransformer's output) for a frame or column arrays."""
         if self.passthrough is not None:
-            return _stack(rows, self.passthrough)
+            return stack_columns(rows, self.passthrough)
         frame = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(dict(rows))
         return np.asarray(self.pipeline[:-1].transform(frame))
 
@@ -313,7 +315,7 @@ def _decide(scores: FloatArray, plan: _Plan) -> tuple[NDArray[np.intp], NDArray[
     return index, top[:, -1] - top[:, -2] <= TIE_MARGIN
 
 
-def _stack(rows: Rows, columns: tuple[str, ...]) -> FloatArray:
+def stack_columns(rows: Rows, columns: tuple[str, ...]) -> FloatArray:
     """What a passthrough ColumnTransformer gives, as float64 (pandas' own block copy)."""
     if isinstance(rows, pd.DataFrame):
         frame = rows if tuple(rows.columns) == columns else rows[list(columns)]
@@ -321,7 +323,7 @@ def _stack(rows: Rows, columns: tuple[str, ...]) -> FloatArray:
     return np.column_stack([np.asarray(rows[c], dtype=np.float64) for c in columns])
 
 
-def _passthrough_columns(pipeline: Pipeline) -> tuple[str, ...] | None:
+def passthrough_columns(pipeline: Pipeline) -> tuple[str, ...] | None:
     """The columns, when preprocessing only passes numeric columns through in order."""
     if len(pipeline) != 2 or not isinstance(pipeline[0], ColumnTransformer):
         return None
@@ -336,11 +338,11 @@ def _passthrough_columns(pipeline: Pipeline) -> tuple[str, ...] | None:
 
 def _verified_passthrough(pipeline: Pipeline, X: pd.DataFrame) -> tuple[str, ...] | None:
     """The passthrough columns, if stacking them gives exactly the preprocessing's rows."""
-    columns = _passthrough_columns(pipeline)
+    columns = passthrough_columns(pipeline)
     if columns is None:
         return None
     expected = np.asarray(pipeline[:-1].transform(X), dtype=np.float64)
-    return columns if np.array_equal(_stack(X, columns), expected, equal_nan=True) else None
+    return columns if np.array_equal(stack_columns(X, columns), expected, equal_nan=True) else None
 
 
 def _restore(
@@ -474,7 +476,7 @@ def rebuild(
     compile_seconds = time.perf_counter() - started
     rng = np.random.default_rng(0)
     base = synthetic_rows(compiled.estimator, 200, rng)
-    columns = _passthrough_columns(pipeline)
+    columns = passthrough_columns(pipeline)
     if columns is not None:  # preprocessed rows are then frames of those columns
         frame = pd.DataFrame(base, columns=list(columns))
         compiled = replace(compiled, passthrough=_verified_passthrough(pipeline, frame))
@@ -516,40 +518,37 @@ def _check(compiled: CompiledModel, rows: FloatArray) -> tuple[str | None, float
 
 
 def _calibrate(compiled: CompiledModel, X: pd.DataFrame) -> int:
-    """The largest request size (rows) at which the compiled path beat scikit-learn's.
+    """The largest request size (rows) up to which the compiled engine beats scikit-learn.
 
-    Timed as the service calls each: frame in, preprocessing included; sizes double until
-    scikit-learn wins twice in a row (one loss can be noise).  Bounded by
-    ``_CALIBRATION_BUDGET_S``: a budget spent before scikit-learn won (its OpenMP calls
-    crawl on a busy machine) leaves at least DEFAULT_MAX_ROWS.
+    Each engine's time for n rows is close to ``a + b n`` (a per call, b per row), so two
+    sizes each, 1 and ``_CALIBRATION_LARGE`` rows (best of three), place the crossover
+    ``n = (a_sk - a_c) / (b_c - b_sk)``; both engines take the same preprocessed rows, as
+    in the service.  At most ``_CALIBRATION_MAX_ROWS`` (beyond it the line is not
+    measured); 0 when scikit-learn is faster even for one row.  About 0.1 s for 100
+    trees, where timing every power of two up to 4,096 rows took 0.5 s of each training.
     """
-    best, losses = 0, 0
-    deadline = time.perf_counter() + _CALIBRATION_BUDGET_S
-    for size in _CALIBRATION_SIZES:
-        rows = X.iloc[np.resize(np.arange(len(X)), size)]
-        ours = _fastest(_compiled_path(compiled), rows, deadline)
-        theirs = _fastest(compiled.pipeline.predict, rows, deadline)
-        if ours < theirs:
-            best, losses = size, 0
-        else:
-            losses += 1
-        if losses == 2:
-            return best
-        if time.perf_counter() > deadline:
-            return max(best, DEFAULT_MAX_ROWS) if losses == 0 else best
-    return best
+    index = np.resize(np.arange(len(X)), _CALIBRATION_LARGE)
+    Xt_large = compiled.transform(X.iloc[index])
+    Xt_one = Xt_large[:1]
+    estimator = compiled.estimator
+    ours = [_fastest(compiled.predict, Xt) for Xt in (Xt_one, Xt_large)]
+    theirs = [_fastest(estimator.predict, Xt) for Xt in (Xt_one, Xt_large)]
+    if ours[0] >= theirs[0]:
+        return 0
+    per_row_ours = (ours[1] - ours[0]) / (_CALIBRATION_LARGE - 1)
+    per_row_theirs = (theirs[1] - theirs[0]) / (_CALIBRATION_LARGE - 1)
+    if per_row_ours <= per_row_theirs:
+        return _CALIBRATION_MAX_ROWS
+    crossover = (theirs[0] - ours[0]) / (per_row_ours - per_row_theirs)
+    return int(min(max(crossover, 1.0), _CALIBRATION_MAX_ROWS))
 
 
-def _compiled_path(compiled: CompiledModel) -> Callable[[pd.DataFrame], Any]:
-    return lambda rows: compiled.predict(compiled.transform(rows))
-
-
-def _fastest(predict: Callable[[pd.DataFrame], Any], rows: pd.DataFrame, deadline: float) -> float:
-    """The best of three timings (of one, once past the deadline)."""
+def _fastest(predict: Callable[[NDArray[Any]], Any], Xt: NDArray[Any]) -> float:
+    """The best of three timings."""
     times: list[float] = []
-    while len(times) < 3 and (not times or time.perf_counter() < deadline):
+    for _ in range(3):
         start = time.perf_counter()
-        predict(rows)
+        predict(Xt)
         times.append(time.perf_counter() - start)
     return min(times)
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import Any, Literal
 
 import numpy as np
@@ -30,14 +31,23 @@ from ensembles.members import (
     FloatArray,
     IntArray,
     Member,
+    has_members,
     member_class_indices,
     member_probabilities,
     member_values,
     members_of,
 )
+from ensembles.serving import Rows, Servable
 from ensembles.signature import ModelSignature
 
-__all__ = ["MAX_PROBLEMS", "PredictOptions", "PredictionResult", "predict", "rows_to_frame"]
+__all__ = [
+    "MAX_PROBLEMS",
+    "PredictOptions",
+    "PredictionResult",
+    "predict",
+    "rows_to_columns",
+    "rows_to_frame",
+]
 
 MAX_PROBLEMS = 50
 _LARGEST_INT = 10**308  # ints beyond this do not fit a float64
@@ -45,6 +55,9 @@ _PLAIN_TYPES: dict[str, tuple[type, ...]] = {"number": (int, float), "bool": (bo
 _NOUNS = {"number": "a number", "bool": "a boolean", "str": "a string"}
 _ABSENT = object()  # a record without the column's key
 _SKIP = object()  # a row already refused as a whole: its cells are not checked
+_EXACT_INT = 2**53  # from here on an int may not survive a float64 (the careful path: int64)
+_NUMBERS = frozenset({float, int})
+Columns = dict[str, np.ndarray[Any, Any]]
 
 
 @dataclass(frozen=True)
@@ -67,6 +80,7 @@ class PredictionResult:
     agreement: list[float] | None = None
     std: list[float] | None = None
     warnings: list[str] = field(default_factory=list)
+    engine: str | None = None  # which engine computed the predictions (not part of as_dict)
 
     def as_dict(self) -> dict[str, Any]:
         """Only what was asked for, so responses stay small and fields mean 'requested'."""
@@ -95,6 +109,27 @@ def rows_to_frame(
     Every problem is collected (up to ``MAX_PROBLEMS``, in row order) into one
     PredictionInputError, so a client fixes a request in one round trip.
     """
+    arrays, warnings = rows_to_columns(signature, instances, max_rows)
+    frame = pd.DataFrame({n: pd.Series(a, dtype=a.dtype, copy=False) for n, a in arrays.items()})
+    return frame, warnings
+
+
+def rows_to_columns(
+    signature: ModelSignature, instances: object, max_rows: int | None = None
+) -> tuple[Columns, list[str]]:
+    """One numpy array per feature column (in feature order) for ``instances``, and warnings.
+
+    What :func:`rows_to_frame` checks and builds, without the DataFrame: a model whose
+    features are all numeric takes these arrays as they are (see ``ensembles.serving``).
+    Well-formed numeric input (numbers only, at most 2**53 in magnitude) goes the fast
+    way: the cells' types are checked in one pass over all of them and each column
+    becomes a float64 array at once; anything else takes the careful path below, which
+    names every problem (and gives exactly the same arrays for well-formed input, but
+    for integer columns, which it keeps as int64: the same numbers to every model).
+    """
+    fast = _numeric_columns(signature, instances, max_rows)
+    if fast is not None:
+        return fast
     names = [f.name for f in signature.features]
     columns, shape_problems, extra = _read_instances(instances, names, max_rows)
     # Sort key (row, column position); shape problems name a row (or -1: the whole input).
@@ -114,9 +149,84 @@ def rows_to_frame(
     if total:
         keyed.sort(key=lambda item: item[0])
         raise _input_error("instances", [p for _, p in keyed], total)
-    frame = pd.DataFrame({n: pd.Series(a, dtype=a.dtype, copy=False) for n, a in arrays.items()})
-    warnings = [f"extra columns ignored: {', '.join(extra)}"] if extra else []
-    return frame, warnings
+    return arrays, _extra_warnings(extra)
+
+
+def _extra_warnings(extra: Sequence[str]) -> list[str]:
+    return [f"extra columns ignored: {', '.join(extra)}"] if extra else []
+
+
+def _numeric_columns(
+    signature: ModelSignature, instances: object, max_rows: int | None
+) -> tuple[Columns, list[str]] | None:
+    """The fast path for all-numeric models, or None to take the careful one."""
+    features = signature.features
+    if not features or any(f.dtype not in NUMERIC_DTYPES for f in features):
+        return None
+    names = [f.name for f in features]
+    if type(instances) is list:
+        if not instances or (max_rows is not None and len(instances) > max_rows):
+            return None
+        return _numeric_records(instances, names)
+    if type(instances) is dict and "columns" in instances and "data" in instances:
+        data = instances["data"]
+        if type(data) is not list or not data or (max_rows is not None and len(data) > max_rows):
+            return None
+        return _numeric_columnar(instances["columns"], data, names)
+    return None
+
+
+def _numeric_records(records: list[Any], names: list[str]) -> tuple[Columns, list[str]] | None:
+    if any(type(r) is not dict for r in records):
+        return None
+    try:
+        cells = [[r[n] for r in records] for n in names]
+    except KeyError:
+        return None  # a missing column: the careful path names the rows
+    table = _floats(cells)  # one row per column
+    if table is None:
+        return None
+    extra: list[str] = []
+    if any(len(r) != len(names) for r in records):
+        wanted = set(names)
+        extra = list(dict.fromkeys(str(k) for r in records for k in r if k not in wanted))
+    return dict(zip(names, table, strict=True)), _extra_warnings(extra)
+
+
+def _numeric_columnar(
+    header: object, data: list[Any], names: list[str]
+) -> tuple[Columns, list[str]] | None:
+    if type(header) is not list or any(type(c) is not str for c in header):
+        return None
+    position = {c: j for j, c in enumerate(header)}
+    if len(position) != len(header) or any(n not in position for n in names):
+        return None
+    width = len(header)
+    if any(type(row) is not list or len(row) != width for row in data):
+        return None
+    table = _floats(data)  # one row per row
+    if table is None:
+        return None
+    wanted = set(names)
+    extra = [c for c in header if c not in wanted]
+    return {n: table[:, position[n]] for n in names}, _extra_warnings(extra)
+
+
+def _floats(nested: list[list[Any]]) -> FloatArray | None:
+    """Equal-length lists of cells as one 2-D float64 array, if every cell is a number
+    (int or float, never bool or None) that is finite and, for ints, exact in a float64."""
+    types = set(map(type, chain.from_iterable(nested)))
+    if not types <= _NUMBERS:
+        return None
+    try:
+        table = np.array(nested, dtype=np.float64)
+    except (OverflowError, ValueError, TypeError):
+        return None
+    if table.ndim != 2 or not np.isfinite(table).all():
+        return None
+    if int in types and table.size and np.abs(table).max() >= _EXACT_INT:
+        return None
+    return table
 
 
 def _read_instances(instances: object, names: Sequence[str], max_rows: int | None) -> _Cells:
@@ -282,22 +392,34 @@ def _input_error(what: str, problems: list[Problem], total: int) -> PredictionIn
 
 
 def predict(
-    pipeline: Pipeline, signature: ModelSignature, frame: pd.DataFrame, options: PredictOptions
+    model: Pipeline | Servable,
+    signature: ModelSignature,
+    rows: Rows,
+    options: PredictOptions,
 ) -> PredictionResult:
-    """Predictions for ``frame`` (from :func:`rows_to_frame`) with what ``options`` ask.
+    """Predictions for ``rows`` (from :func:`rows_to_frame` or :func:`rows_to_columns`)
+    with what ``options`` ask.
+
+    ``model`` is the stored Pipeline, or its :class:`~ensembles.serving.Servable` form:
+    then the default answer comes from the faster engine for the request's size (the
+    compiled one when the version has one), and rows need not be a DataFrame.  Votes,
+    spread and a voting override always come from scikit-learn's members.
 
     Options the model cannot honour raise PredictionInputError at ``("options", name)``
     before any work.  ``warnings`` stays empty: the caller adds those of rows_to_frame
     (``dataclasses.replace(result, warnings=...)``), as only it has seen the raw input.
     """
-    members = members_of(pipeline[-1])
+    servable = model if isinstance(model, Servable) else Servable(model, signature.task)
+    pipeline = servable.pipeline
     override = None if options.voting in (None, signature.voting) else options.voting
+    needs_members = override is not None or options.return_votes or options.return_std
+    members = members_of(pipeline[-1], with_samples=False) if needs_members else []
     problems = _option_problems(signature, pipeline, members, options, override)
     if problems:
         raise _input_error("options", problems, len(problems))
     if signature.task == "regression":
-        return _regress(pipeline, members, frame, options)
-    return _classify(pipeline, signature, members, frame, options, override)
+        return _regress(servable, members, rows, options)
+    return _classify(servable, signature, members, rows, options, override)
 
 
 def _option_problems(
@@ -309,7 +431,7 @@ def _option_problems(
 ) -> list[Problem]:
     """Every option the model cannot honour, each at its own field path."""
     kind, classifier = signature.kind, signature.task == "classification"
-    voters = bool(members) and signature.supports_voting_override
+    voters = has_members(pipeline[-1]) and signature.supports_voting_override
     not_voters = f"{kind} does not combine members by vote"
     problems: list[Problem] = []
 
@@ -344,27 +466,29 @@ def _without_probabilities(members: list[Member]) -> str:
     return ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
 
 
-def _member_rows(pipeline: Pipeline, frame: pd.DataFrame) -> FloatArray:
+def _member_rows(servable: Servable, rows: Rows) -> FloatArray:
     """Members were fitted on the preprocessed matrix, so they must be fed that matrix."""
-    return np.asarray(pipeline[:-1].transform(frame), dtype=np.float64)
+    return np.asarray(servable.transform(rows), dtype=np.float64)
 
 
 def _classify(
-    pipeline: Pipeline,
+    servable: Servable,
     signature: ModelSignature,
     members: list[Member],
-    frame: pd.DataFrame,
+    rows: Rows,
     options: PredictOptions,
     override: str | None,
 ) -> PredictionResult:
     """Default: the pipeline's own answer; with an override, the members' combination."""
+    pipeline = servable.pipeline
     classes = _class_labels(signature, pipeline)
     k = len(classes)
-    Xt = _member_rows(pipeline, frame) if override or options.return_votes else None
+    Xt = _member_rows(servable, rows) if override or options.return_votes else None
     counts = None
     if Xt is not None and (override == "hard" or options.return_votes):
         counts = _vote_counts(members, Xt, k)
     proba: FloatArray | None = None
+    engine = "scikit-learn"
     if override == "hard" and counts is not None:
         proba = counts / _total_weight(members)  # vote shares
         index = np.argmax(counts, axis=1)  # first maximum: ties go to the first class
@@ -372,9 +496,9 @@ def _classify(
         proba = _mean_probabilities(members, Xt, k)
         index = np.argmax(proba, axis=1)
     else:
-        index = _positions(pipeline.classes_, pipeline.predict(frame))
-        if options.return_proba:
-            proba = np.asarray(pipeline.predict_proba(frame), dtype=np.float64)
+        answer = servable.answer(rows, with_proba=options.return_proba)
+        index = _positions(pipeline.classes_, answer.predictions)
+        proba, engine = answer.probabilities, answer.engine
     votes, agreement = None, None
     if options.return_votes and counts is not None:
         votes, agreement = _votes(counts, index, classes, members)
@@ -383,6 +507,7 @@ def _classify(
         probabilities=proba.tolist() if options.return_proba and proba is not None else None,
         votes=votes,
         agreement=agreement,
+        engine=engine,
     )
 
 
@@ -394,10 +519,17 @@ def _class_labels(signature: ModelSignature, pipeline: Pipeline) -> list[Any]:
 
 
 def _positions(classes: Any, predicted: Any) -> IntArray:
-    """Index of each predicted label in ``classes_`` (a dict: no sortedness assumed)."""
-    lookup = {label: i for i, label in enumerate(np.asarray(classes).tolist())}
-    labels = np.asarray(predicted).tolist()
-    return np.fromiter((lookup[label] for label in labels), dtype=np.int64, count=len(labels))
+    """Index of each predicted label in ``classes_`` (checked, so no sortedness is assumed:
+    scikit-learn's ``classes_`` are sorted, and a binary search finds them at once)."""
+    known = np.asarray(classes)
+    labels = np.asarray(predicted)
+    if known.size and labels.dtype == known.dtype and labels.dtype != object:
+        index = np.minimum(np.searchsorted(known, labels), known.size - 1)
+        if np.array_equal(known[index], labels):
+            return index.astype(np.int64)
+    lookup = {label: i for i, label in enumerate(known.tolist())}
+    values = labels.tolist()
+    return np.fromiter((lookup[label] for label in values), dtype=np.int64, count=len(values))
 
 
 def _total_weight(members: list[Member]) -> float:
@@ -436,13 +568,14 @@ def _votes(
 
 
 def _regress(
-    pipeline: Pipeline, members: list[Member], frame: pd.DataFrame, options: PredictOptions
+    servable: Servable, members: list[Member], rows: Rows, options: PredictOptions
 ) -> PredictionResult:
     """Regression: the pipeline's predictions; std is unweighted over members (ddof 0)."""
-    predictions = np.asarray(pipeline.predict(frame), dtype=np.float64).tolist()
+    answer = servable.answer(rows)
+    predictions = np.asarray(answer.predictions, dtype=np.float64).tolist()
     std = None
     if options.return_std:
-        Xt = _member_rows(pipeline, frame)
+        Xt = _member_rows(servable, rows)
         values = np.asarray([member_values(m, Xt) for m in members])
         std = np.std(values, axis=0).tolist()
-    return PredictionResult(predictions=predictions, std=std)
+    return PredictionResult(predictions=predictions, std=std, engine=answer.engine)

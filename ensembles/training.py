@@ -5,6 +5,22 @@ callback and a cancel token.  Forests and the bagging family grow in warm-start 
 gradient boosting reports each stage through its ``monitor`` hook; both give the very
 model a one-shot fit gives (scikit-learn draws the same seeds either way), which the
 tests check.
+
+Fitting uses every core where the estimator allows it and it pays: estimators built with
+``n_jobs`` unset run their members (trees, bagged estimators, voting and stacking members,
+CV folds of stacking) on every core through joblib's threading backend, which changes no
+result (members' seeds are drawn before they are dispatched).  Only from
+``PARALLEL_MIN_CELLS`` preprocessed cells on: joblib's threads report back every 10 ms,
+so on small tables (breast_cancer: 569 x 30) a chunk of trees fits faster in one thread
+than the hand-offs take (measured: 100 trees in 10 chunks, 0.38 s threaded against 0.16 s),
+while 20,000 x 20 fits twice as fast on 2 cores.  BLAS stays single-threaded throughout,
+so the two levels do not fight over the cores (and on small tables BLAS threads cost more
+than they give: logistic regression fits 2-3x faster).  The stored model keeps ``n_jobs``
+unset, so its predictions run in one thread, in order, bit for bit repeatable.
+
+Once fitted and measured, the model is compiled for serving where it can be
+(:func:`ensembles.compiled.compile_model`): the verdict, engine or the reason for
+scikit-learn, is returned in ``FittedModel.inference`` for the version's metadata.
 """
 
 from __future__ import annotations
@@ -12,10 +28,12 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import joblib
 import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
@@ -28,10 +46,12 @@ from sklearn.ensemble import (
 )
 from sklearn.model_selection import KFold, StratifiedKFold, train_test_split
 from sklearn.pipeline import Pipeline
+from threadpoolctl import threadpool_limits
 
 from ensembles import metrics
 from ensembles.builders import FeatureColumn, build_pipeline, output_columns
 from ensembles.catalog import KINDS, Task
+from ensembles.compiled import SKLEARN, compile_model
 from ensembles.data import TrainingData
 from ensembles.errors import TrainingCancelledError, TrainingError
 from ensembles.members import has_members, members_of
@@ -40,6 +60,7 @@ from ensembles.specs import EstimatorSpec, EvaluationSpec
 
 ProgressCallback = Callable[[int, int, str], None]
 CHUNKS = 10
+PARALLEL_MIN_CELLS = 50_000  # preprocessed rows x columns from which members fit in parallel
 
 
 class CancelToken(Protocol):
@@ -58,6 +79,9 @@ class FittedModel:
     metrics: dict[str, Any]
     feature_importances: dict[str, float] | None
     training: dict[str, Any] = field(default_factory=dict)
+    # How the version is served: the compiled engine's fidelity verdict (engine, or the
+    # reason scikit-learn serves it); None when not checked (``compile_inference=False``).
+    inference: dict[str, Any] | None = None
 
 
 @dataclass
@@ -82,8 +106,12 @@ def train(
     *,
     on_progress: ProgressCallback | None = None,
     cancel: CancelToken | None = None,
+    compile_inference: bool = True,
 ) -> FittedModel:
-    """Split, fit, measure.  ``spec`` must come from ``validation.resolve_ensemble``."""
+    """Split, fit, measure, compile.  ``spec`` must come from ``validation.resolve_ensemble``.
+
+    ``compile_inference=False`` skips the compiled engine's fidelity check (``inference`` None).
+    """
     run = _Run(on_progress, cancel)
     started = time.perf_counter()
     task: Task = data.task
@@ -128,6 +156,9 @@ def train(
         notes.append("no cross-validation (cv_folds = 0)")
     result["notes"] = notes
     ensemble.set_params(warm_start=False) if "warm_start" in ensemble.get_params() else None
+    inference = (
+        _inference(pipeline, task, X_train, random_state, run) if compile_inference else None
+    )
     run.report(1, 1, "done")
     signature = ModelSignature(
         task, spec.kind, tuple(features), _classes(classes), _voting(ensemble, spec, task)
@@ -146,7 +177,30 @@ def train(
             "random_state": random_state,
             "task_inferred": data.task_inferred,
         },
+        inference=inference,
     )
+
+
+def _inference(
+    pipeline: Pipeline, task: Task, X: pd.DataFrame, random_state: int, run: _Run
+) -> dict[str, Any]:
+    """The compiled engine's verdict on this model, as the version's metadata keeps it."""
+    run.check()
+    run.report(0, 1, "compiling")
+    _, report = compile_model(pipeline, task, X, random_state)
+    return {**report.as_dict(), "engine": report.engine or SKLEARN}
+
+
+@contextmanager
+def every_core(n_cells: int) -> Iterator[None]:
+    """Members on every core (joblib threads) for tables of at least PARALLEL_MIN_CELLS
+    cells, BLAS single-threaded inside them."""
+    with threadpool_limits(limits=1, user_api="blas"):
+        if n_cells < PARALLEL_MIN_CELLS:
+            yield
+            return
+        with joblib.parallel_config(backend="threading", n_jobs=-1):
+            yield
 
 
 def _split(
@@ -176,7 +230,8 @@ def _fit_pipeline(pipeline: Pipeline, X: pd.DataFrame, y: NDArray[Any], run: _Ru
     run.report(0, 1, "preprocessing")
     try:
         Xt = np.asarray(pipeline[:-1].fit_transform(X, y))
-        _fit_ensemble(pipeline[-1], Xt, y, run)
+        with every_core(Xt.size):
+            _fit_ensemble(pipeline[-1], Xt, y, run)
     except (TrainingCancelledError, MemoryError):
         raise
     except (ValueError, TypeError, ArithmeticError) as exc:
@@ -292,7 +347,7 @@ def _cross_validate(
         run.check()
         run.report(i, k, "cross_validating")
         fold = build_pipeline(spec, data.task, features, random_state)
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), every_core(X.size):
             warnings.simplefilter("ignore", UserWarning)
             fold.fit(X.iloc[tr], y[tr])
         classes = list(fold.classes_) if data.task == "classification" else []

@@ -29,7 +29,7 @@ readonly BASE_IMAGE=debian:bookworm-slim
 readonly SUITE=bookworm
 readonly MODEL=smoke-clf
 readonly DEBOOTSTRAP_TIMEOUT=900 BUILD_TIMEOUT=1800 HEALTH_TIMEOUT=120 TRAIN_TIMEOUT=300
-readonly STOP_GRACE=40 # > the image's --timeout-graceful-shutdown 30
+readonly STOP_GRACE=40 # > the image's ENSEMBLE_SHUTDOWN_TIMEOUT_S (30)
 
 T_START=$(date +%s%N)
 STEP_LOG=()
@@ -295,8 +295,9 @@ checks = {
     "VOLUME /data": "/data" in cfg.get("Volumes", {}),
     "ENSEMBLE_DATA_DIR=/data": env.get("ENSEMBLE_DATA_DIR") == "/data",
     "HEALTHCHECK on /healthz": "/healthz" in " ".join(health.get("Test", [])),
-    "uvicorn with graceful-shutdown timeout":
-        cfg.get("Cmd", [""])[0] == "uvicorn" and "--timeout-graceful-shutdown" in cfg["Cmd"],
+    "python -m app (uvicorn with the graceful-shutdown setting) on 0.0.0.0:8000":
+        cfg.get("Cmd") == ["python", "-m", "app"]
+        and env.get("HOST") == "0.0.0.0" and env.get("PORT") == "8000",
 }
 for name, ok in checks.items():
     print("     " + ("ok  " if ok else "FAIL"), name)

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
 from app.deps import ServicesDep, require_unless
-from app.metrics import render
 from app.problems import problem_body, problem_response
 from app.schemas.common import problem_responses
 from app.schemas.service import Health, Readiness
@@ -15,9 +14,9 @@ from app.services import in_thread
 router = APIRouter(tags=["service"])
 
 _METRICS_EXAMPLE = (
-    "# HELP ensemble_predictions_total Prediction requests answered.\n"
+    "# HELP ensemble_predictions_total Prediction requests answered, by model.\n"
     "# TYPE ensemble_predictions_total counter\n"
-    "ensemble_predictions_total 42\n"
+    'ensemble_predictions_total{model="iris-clf"} 42.0\n'
 )
 
 
@@ -42,7 +41,7 @@ async def healthz() -> Health:
 )
 async def readyz(services: ServicesDep) -> Response:
     checks = await in_thread(services.registry.check)
-    checks["job_runner"] = "ok" if services.runner.healthy else "the job runner is not running"
+    checks["job_runner"] = services.runner.readiness()
     failing = {name: reason for name, reason in checks.items() if reason != "ok"}
     if failing:
         detail = "not ready: " + "; ".join(f"{name}: {reason}" for name, reason in failing.items())
@@ -54,8 +53,13 @@ async def readyz(services: ServicesDep) -> Response:
     "/metrics",
     response_class=PlainTextResponse,
     summary="Prometheus metrics",
-    description="Prometheus text format: requests and latency per route and status, "
-    "predictions served, training jobs by status, model cache hits and misses. Open unless "
+    description="Prometheus text format (OpenMetrics when the scraper asks for it): "
+    "`ensemble_http_requests_total` and the `ensemble_http_request_duration_seconds` "
+    "histogram by method, route template and status, `ensemble_http_requests_in_progress`, "
+    "`ensemble_predictions_total` and `ensemble_prediction_rows_total` by model, "
+    "`ensemble_training_jobs` by status, the `ensemble_training_duration_seconds` "
+    "histogram by final status, model cache hits, misses, loads, evictions, bytes and "
+    "entries, and the process's CPU, memory and file descriptors. Open unless "
     "ENSEMBLE_OPEN_METRICS=false (then it needs a key of any role).",
     dependencies=[Depends(require_unless("open_metrics"))],
     responses={
@@ -63,20 +67,7 @@ async def readyz(services: ServicesDep) -> Response:
         **problem_responses(),
     },
 )
-async def metrics(services: ServicesDep) -> PlainTextResponse:
-    jobs = await in_thread(services.registry.list_jobs)
-    by_status: dict[str, int] = dict.fromkeys(
-        ("queued", "running", "succeeded", "failed", "cancelled"), 0
-    )
-    for job in jobs:
-        by_status[job.status] = by_status.get(job.status, 0) + 1
-    cache = services.cache
-    counters = {
-        "hit": cache.hits,
-        "miss": cache.misses,
-        "load": cache.loads,
-        "eviction": cache.evictions,
-        "bytes": cache.bytes,
-    }
-    text = render(services.metrics, by_status, counters)
-    return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
+async def metrics(request: Request, services: ServicesDep) -> Response:
+    accept = request.headers.get("accept")
+    content, media_type = await in_thread(services.metrics.exposition, accept)
+    return Response(content, media_type=media_type)

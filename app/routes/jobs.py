@@ -76,7 +76,7 @@ async def train_version(
     document = await prepare_job(registry, settings, name, raw)
     with runner.reservation():
         job = await in_thread(registry.submit_job, name, document)
-        runner.enqueue(job.id)
+        runner.enqueue(job)
     if wait:
         job = await runner.wait(job.id, settings.wait_timeout_s)
         if job.status == "succeeded":

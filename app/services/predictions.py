@@ -1,33 +1,139 @@
-"""Predictions: resolve the version, get the model through the cache, predict in a thread."""
+"""Predictions: from body bytes to answer bytes in one go, on the event loop when that is
+cheaper than a thread hand-off, else in one trip to a worker thread.
+
+Parse (orjson), resolve the version, get the servable model from the cache (loaded,
+checked and its compiled engine re-created only on a miss), check the rows straight into
+numpy arrays, predict with the faster engine for the request's size, and write the answer
+(orjson).  On a cache hit nothing is read from disk: the version reference is resolved
+from memory while the registry database is unchanged (``SqlRegistry.resolve_version``)
+and the model is already loaded.
+
+Where it runs, measured with ``make bench`` (random forests, 2 cores): a small body
+(``INLINE_MAX_BYTES``, a few dozen rows) whose version and model are already in memory
+and that the compiled engine answers (tens of microseconds of CPU) is answered on the
+event loop itself: one row at p50 0.9 ms instead of 1.3 ms through a thread, 16 clients
+1,170 instead of 560 requests/s.  Everything else (a load, a database read, scikit-learn,
+members, big bodies) goes to a worker thread, once, so the loop never waits on I/O or on
+more than a fraction of a millisecond of CPU.
+"""
 
 from __future__ import annotations
 
-import functools
+import gc
+from dataclasses import dataclass
 from typing import Any
 
+import orjson
 from pydantic import ValidationError
 
 from app.deps import Services
 from app.problems import InvalidRequestError, count_text, validation_problems
-from app.schemas.predictions import PredictionOut, PredictRequest
+from app.schemas.predictions import PredictRequest
 from app.services import in_thread
-from ensembles import ModelSignature, PredictOptions, predict, rows_to_frame
+from ensembles import ModelSignature, PredictOptions, predict, rows_to_columns
+from ensembles.compiled import SKLEARN
 from ensembles.errors import IntegrityError
 from ensembles.registry import VersionRecord
+from ensembles.serving import Servable, prepare
+
+INLINE_MAX_BYTES = 8 * 1024  # bodies up to this size may be answered on the event loop
+
+
+@dataclass(frozen=True)
+class _Loaded:
+    """A cache entry: the version's servable model and its signature, parsed once."""
+
+    servable: Servable
+    signature: ModelSignature
 
 
 async def predict_version(services: Services, name: str, ref: str, body: bytes) -> bytes:
-    """The JSON answer to the prediction request ``body`` (parsed in a thread)."""
-    request = await in_thread(_parse, body)
-    answer = await _answer(services, name, ref, request)
-    return await in_thread(_to_json, answer)
+    """The JSON answer to the prediction request ``body``."""
+    if len(body) <= INLINE_MAX_BYTES:
+        request = _parse(body)
+        inline = _answer_inline(services, name, ref, request)
+        if inline is not None:
+            return inline
+        return await in_thread(_answer, services, name, ref, request)
+    return await in_thread(answer, services, name, ref, body)
 
 
-def _to_json(answer: PredictionOut) -> bytes:
-    return answer.model_dump_json(exclude_none=True).encode()
+def answer(services: Services, name: str, ref: str, body: bytes) -> bytes:
+    """The whole prediction request, synchronously (blocking: call it from a worker thread)."""
+    return _answer(services, name, ref, _parse(body))
+
+
+def _answer_inline(
+    services: Services, name: str, ref: str, request: PredictRequest
+) -> bytes | None:
+    """The answer if it needs no I/O and only the compiled engine (tens of microseconds of
+    CPU for a few rows), else None: the request then goes to a worker thread."""
+    options = request.options
+    if options.voting is not None or options.return_votes or options.return_std:
+        return None  # scikit-learn's members answer these
+    record = services.registry.resolved_version(name, ref)
+    if record is None:
+        return None
+    loaded = services.cache.peek(_key(record))
+    if not isinstance(loaded, _Loaded):
+        return None
+    instances = request.instances
+    rows = instances.get("data") if isinstance(instances, dict) else instances
+    if not isinstance(rows, list) or loaded.servable.engine_for(len(rows)) == SKLEARN:
+        return None
+    return _respond(services, record, loaded, request)
+
+
+def _answer(services: Services, name: str, ref: str, request: PredictRequest) -> bytes:
+    record: VersionRecord = services.registry.resolve_version(name, ref)
+    return _respond(services, record, _load(services, record), request)
+
+
+def _respond(
+    services: Services, record: VersionRecord, loaded: _Loaded, request: PredictRequest
+) -> bytes:
+    signature = loaded.signature
+    columns, warnings = rows_to_columns(
+        signature, request.instances, services.settings.max_predict_rows
+    )
+    options = request.options
+    result = predict(
+        loaded.servable,
+        signature,
+        columns,
+        PredictOptions(
+            voting=options.voting,
+            return_proba=options.return_proba,
+            return_votes=options.return_votes,
+            return_std=options.return_std,
+        ),
+    )
+    services.metrics.observe_prediction(record.model, len(result.predictions))
+    document: dict[str, Any] = {
+        "model": record.model,
+        "version": record.version,
+        "task": signature.task,
+        "predictions": result.predictions,
+    }
+    if signature.classes is not None:
+        document["classes"] = list(signature.classes)
+    document.update(result.as_dict())  # only what was asked for
+    document["warnings"] = [*warnings, *result.warnings]
+    return orjson.dumps(document)
 
 
 def _parse(body: bytes) -> PredictRequest:
+    """The request; orjson parses, and anything it refuses goes through pydantic's own JSON
+    parser, whose answers (problems, NaN, integers beyond 64 bits) the API documents."""
+    try:
+        raw = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        raw = None
+    if isinstance(raw, dict):
+        try:
+            return PredictRequest.model_validate(raw)
+        except ValidationError:
+            pass  # reported below, in the JSON parser's own words
     try:
         return PredictRequest.model_validate_json(body)
     except ValidationError as exc:
@@ -35,44 +141,33 @@ def _parse(body: bytes) -> PredictRequest:
         raise InvalidRequestError(count_text(len(problems)), problems) from None
 
 
-async def _answer(
-    services: Services, name: str, ref: str, request: PredictRequest
-) -> PredictionOut:
-    registry, cache = services.registry, services.cache
-    record: VersionRecord = await in_thread(registry.get_version, name, ref)
-    raw_signature = record.metadata.get("signature")
-    if not isinstance(raw_signature, dict):
-        raise IntegrityError(f"model {name!r} version {record.version} has no stored signature")
-    signature = ModelSignature.from_dict(raw_signature)
-    key = (record.model, record.version, record.artifact_sha256)
-    loader = functools.partial(registry.load_model, record.model, record.version)
-    pipeline = await in_thread(cache.get_or_load, key, loader, record.artifact_size)
-    options = PredictOptions(**request.options.model_dump())
-    result, warnings = await in_thread(
-        _predict,
-        pipeline,
-        signature,
-        request.instances,
-        options,
-        services.settings.max_predict_rows,
-    )
-    services.metrics.predictions += 1
-    services.metrics.prediction_rows += len(result["predictions"])
-    return PredictionOut(
-        model=record.model,
-        version=record.version,
-        task=signature.task,
-        classes=None if signature.classes is None else list(signature.classes),
-        **{**result, "warnings": [*warnings, *result.get("warnings", [])]},
-    )
+def _key(record: VersionRecord) -> tuple[str, int, str]:
+    return (record.model, record.version, record.artifact_sha256)
 
 
-def _predict(
-    pipeline: Any,
-    signature: ModelSignature,
-    instances: object,
-    options: PredictOptions,
-    max_rows: int,
-) -> tuple[dict[str, Any], list[str]]:
-    frame, warnings = rows_to_frame(signature, instances, max_rows)
-    return predict(pipeline, signature, frame, options).as_dict(), warnings
+def _load(services: Services, record: VersionRecord) -> _Loaded:
+    """The version's model ready to serve, from the cache or loaded into it."""
+
+    def load() -> _Loaded:
+        raw_signature = record.metadata.get("signature")
+        if not isinstance(raw_signature, dict):
+            raise IntegrityError(
+                f"model {record.model!r} version {record.version} has no stored signature"
+            )
+        signature = ModelSignature.from_dict(raw_signature)
+        pipeline = services.registry.load_model(record.model, record.version)
+        inference = record.metadata.get("inference")
+        recorded = inference if isinstance(inference, dict) else None
+        loaded = _Loaded(prepare(pipeline, signature.task, recorded), signature)
+        # A loaded model (and the server's own objects) will live long: keep them out of
+        # the cyclic collector's full scans, which otherwise cost a 10,000-row request
+        # (tens of thousands of new lists) 10-50 ms.  Garbage is collected first, so only
+        # live objects are frozen; this runs once per load, never per request.
+        gc.collect()
+        gc.freeze()
+        return loaded
+
+    loaded = services.cache.get_or_load(_key(record), load, record.artifact_size)
+    if not isinstance(loaded, _Loaded):  # the cache is typed loosely (object)
+        raise TypeError(f"unexpected model cache entry {type(loaded).__name__}")
+    return loaded

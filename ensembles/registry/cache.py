@@ -56,6 +56,20 @@ class ModelCache:
         with self._lock:
             return key in self._entries
 
+    def peek(self, key: CacheKey) -> object | None:
+        """The cached value of ``key`` (a hit), or None without loading (not a miss).
+
+        Never blocks on a load: for callers that may answer at once when the value is
+        already there (on an event loop) and otherwise go the slower way.
+        """
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None:
+                return None
+            self._entries.move_to_end(key)
+            self.hits += 1
+            return entry.value
+
     def get_or_load(self, key: CacheKey, loader: Callable[[], object], size: int) -> object:
         """The cached value of ``key``, or ``loader()``'s result (cached when it fits).
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import secrets
 import sys
+import time
 import weakref
 from pathlib import Path
 from typing import Final
@@ -71,10 +72,25 @@ class InstanceLock:
             os.close(fd)
 
 
+STAGING_GRACE_S: Final = 60.0
+
+
 def sweep_dead_locks(folder: Path) -> None:
-    """Remove the lock files (and half-made ones) left behind by dead instances."""
-    for path in [*folder.glob(f"*{LOCK_SUFFIX}"), *folder.glob(".*.lock-staging")]:
+    """Remove the lock files (and half-made ones) left behind by dead instances.
+
+    A staging file is locked a moment after it is created; probing a fresh one could
+    steal it from an instance that is still starting, so only old ones are swept.
+    """
+    for path in folder.glob(f"*{LOCK_SUFFIX}"):
         _probe(path)
+    cutoff = time.time() - STAGING_GRACE_S
+    for path in folder.glob(".*.lock-staging"):
+        try:
+            old = path.stat().st_mtime < cutoff
+        except FileNotFoundError:
+            continue
+        if old:
+            _probe(path)
 
 
 def _probe(path: Path) -> bool:

@@ -33,6 +33,7 @@ from ensembles.errors import (
 from ensembles.registry import database, lifecycle, rows, versioning
 from ensembles.registry.artifacts import ArtifactStore, describe
 from ensembles.registry.base import Registry
+from ensembles.registry.changes import ChangeCounter
 from ensembles.registry.datasets import (
     DatasetStore,
     check_dataset_id,
@@ -60,6 +61,7 @@ __all__ = ["INTERRUPTED_QUEUED", "INTERRUPTED_RUNNING", "SqlRegistry"]
 log = logging.getLogger(__name__)
 
 MAX_DATASET_NAME: Final = 256
+_RESOLVED_MAX: Final = 1024  # version references kept resolved by resolve_version
 T = TypeVar("T")
 
 
@@ -103,6 +105,8 @@ class SqlRegistry:
         self._lock = lock
         self._pid = self._opened_by = os.getpid()
         self._closed = False
+        self._changes = ChangeCounter(engine.url)
+        self._resolved: dict[tuple[str, str], tuple[int, VersionRecord]] = {}
 
     # ------------------------------------------------------------------ life cycle
 
@@ -139,6 +143,7 @@ class SqlRegistry:
         if self._closed:
             return
         self._closed = True
+        self._changes.close()
         if os.getpid() != self._opened_by:  # a forked child: the jobs are the parent's
             self._engine.dispose(close=False)
             return
@@ -347,6 +352,18 @@ class SqlRegistry:
         with self._read() as conn:
             return [rows.job_record(row) for row in conn.execute(query).mappings()]
 
+    def count_jobs_by_status(self) -> dict[str, int]:
+        """How many jobs are in each status (every status present, zero included).
+
+        One ``GROUP BY`` over the status column: cheap enough for every metrics scrape.
+        """
+        counts = dict.fromkeys(JOB_STATUSES, 0)
+        query = sa.select(jobs.c.status, sa.func.count()).group_by(jobs.c.status)
+        with self._read() as conn:
+            for status, n in conn.execute(query):
+                counts[str(status)] = int(n)
+        return counts
+
     def start_job(self, job_id: str) -> JobRecord:
         """queued -> running (ConflictError otherwise); this instance becomes its owner."""
         return self._run_write(lambda conn: lifecycle.start(conn, job_id, self.instance_id, _now()))
@@ -499,6 +516,32 @@ class SqlRegistry:
         name = validate_model_name(name)
         with self._read() as conn:  # autobegun: both queries read the same snapshot
             return rows.fetch_version(conn, name, rows.resolve_ref(conn, name, ref))
+
+    def resolve_version(self, name: str, ref: str | int) -> VersionRecord:
+        """:meth:`get_version`, answered from memory while the database is unchanged.
+
+        For the prediction path: a reference resolved once is reused until anything is
+        committed to the database, by any process (SQLite's ``data_version``, see
+        :mod:`ensembles.registry.changes`); other databases are asked every time.
+        """
+        token = self._changes.value()
+        key = (name, str(ref))
+        hit = self._resolved.get(key) if token is not None else None
+        if hit is not None and hit[0] == token:
+            return hit[1]
+        record = self.get_version(name, ref)  # the token was read first: never too new
+        if token is not None:
+            if len(self._resolved) >= _RESOLVED_MAX:
+                self._resolved.clear()
+            self._resolved[key] = (token, record)
+        return record
+
+    def resolved_version(self, name: str, ref: str | int) -> VersionRecord | None:
+        """What :meth:`resolve_version` holds in memory for ``ref`` if still current, else
+        None; never reads the database."""
+        token = self._changes.value()
+        hit = self._resolved.get((name, str(ref))) if token is not None else None
+        return hit[1] if hit is not None and hit[0] == token else None
 
     def delete_version(self, name: str, version: int) -> None:
         """Delete a version and its artifact; ConflictError names the aliases on it."""

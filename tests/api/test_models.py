@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import io
+from pathlib import Path
 
 import joblib
 import pytest
+from fastapi import FastAPI
 from sklearn.pipeline import Pipeline
 
 from tests.api.support import Api, forest, locs
@@ -141,3 +143,45 @@ async def test_dataset_deletion_leaves_versions_working(api: Api, two_versions: 
     response = await api.predict("iris-clf", "latest", {"instances": [row]})
     assert response.status_code == 200
     assert response.json()["predictions"] == ["setosa"]
+
+
+# Names that would climb out of a folder, hide a file, or smuggle a separator or a NUL,
+# as they arrive in a URL path (percent-encoded where a client would have to; a literal
+# ".." segment is resolved by the client before it is sent).
+PATH_NAMES = [".hidden", "%2e%2e", "a%5Cb", "a%00b", "-x", "x" * 129, "%C3%A9"]
+
+
+@pytest.mark.parametrize("name", PATH_NAMES)
+async def test_unsafe_model_names_are_refused_before_any_path(
+    app: FastAPI, api: Api, name: str
+) -> None:
+    data_dir = Path(app.state.settings.data_dir)
+    before = sorted(p for p in data_dir.rglob("*") if "locks" not in p.parts)
+    calls = [
+        ("POST", f"/v1/models/{name}/versions", {"json": {"dataset_id": "x"}}),
+        ("GET", f"/v1/models/{name}", {}),
+        ("DELETE", f"/v1/models/{name}", {}),
+        ("GET", f"/v1/models/{name}/versions/1/artifact", {}),
+        ("POST", f"/v1/models/{name}/versions/latest/predict", {"json": {"instances": []}}),
+        ("PUT", f"/v1/models/{name}/aliases/prod", {"json": {"version": 1}}),
+    ]
+    for method, path, kwargs in calls:
+        response = await api.client.request(method, path, **kwargs)
+        assert response.status_code == 422, f"{method} {path}: {response.text}"
+        assert ["path", "name"] in locs(response), path
+    after = sorted(p for p in data_dir.rglob("*") if "locks" not in p.parts)
+    assert after == before  # nothing was created, anywhere
+
+
+@pytest.mark.parametrize("alias", ["a.b", "%2e%2e", "_x", "latest", "a" * 65])
+async def test_unsafe_aliases_and_refs_are_refused(api: Api, alias: str) -> None:
+    for method, path, kwargs in [
+        ("PUT", f"/v1/models/m/aliases/{alias}", {"json": {"version": 1}}),
+        ("DELETE", f"/v1/models/m/aliases/{alias}", {}),
+    ]:
+        response = await api.client.request(method, path, **kwargs)
+        assert response.status_code == 422, f"{method} {path}"
+        assert locs(response) == [["path", "alias"]]
+    if alias != "latest":
+        response = await api.client.get(f"/v1/models/m/versions/{alias}")
+        assert response.status_code == 422 and locs(response) == [["path", "ref"]]

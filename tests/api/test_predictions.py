@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import re
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -212,4 +213,5 @@ async def test_model_cache_serves_repeated_predictions(trained: Trained) -> None
     for _ in range(3):
         assert (await trained.api.predict("cla-extra_trees", 1, body)).status_code == 200
     metrics = (await trained.api.client.get("/metrics")).text
-    assert 'ensemble_model_cache_events_total{event="hit"}' in metrics
+    hits = re.search(r"^ensemble_model_cache_hits_total (\S+)$", metrics, flags=re.MULTILINE)
+    assert hits is not None and float(hits.group(1)) >= 2

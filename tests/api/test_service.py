@@ -48,7 +48,7 @@ async def test_metrics_is_prometheus_text(api: Api) -> None:
     assert 'ensemble_http_requests_total{method="GET",route="/healthz",status="200"} 1' in text
     assert "# TYPE ensemble_http_request_duration_seconds histogram" in text
     assert 'ensemble_training_jobs{status="running"} 0' in text
-    assert "ensemble_model_cache_events_total" in text
+    assert "ensemble_model_cache_hits_total" in text  # more in test_observability.py
 
 
 async def test_kinds_lists_every_kind_with_parameter_schemas(api: Api) -> None:

@@ -295,5 +295,6 @@ async def test_queue_full_429(settings_for: Callable[..., Settings]) -> None:
         assert (first.status_code, second.status_code) == (202, 202)
         assert third.status_code == 429
         assert third.json()["code"] == "queue_full"
+        assert int(third.headers["retry-after"]) > 0
         for response in (first, second):
             await api.client.post(f"/v1/jobs/{response.json()['id']}/cancel")

@@ -51,6 +51,7 @@ class Server:
             command = [
                 sys.executable, "-m", "uvicorn", "app.main:create_app", "--factory",
                 "--host", "127.0.0.1", "--port", str(self.port),
+                "--timeout-graceful-shutdown", env.get("ENSEMBLE_SHUTDOWN_TIMEOUT_S", "30"),
             ]  # fmt: skip
         self._log = self.log_path.open("ab")
         self.process = subprocess.Popen(
@@ -89,10 +90,16 @@ class Server:
             if "uvicorn" in cmdline(p) and "python" in cmdline(p).split(" ")[0]
         )
 
-    def stop(self) -> None:
-        """Graceful: SIGTERM to uvicorn (it runs the app's shutdown; make then exits)."""
-        if self.process is None or self.process.poll() is not None:
-            return
+    def stop(self) -> int | None:
+        """Graceful: SIGTERM to uvicorn (it runs the app's shutdown; make then exits).
+
+        The exit status of the process started (uvicorn, or make), None if never started.
+        """
+        if self.process is None:
+            return None
+        if self.process.poll() is not None:
+            self._close_log()
+            return self.process.returncode
         try:
             os.kill(self.pid, signal.SIGTERM)
         except (StopIteration, ProcessLookupError):
@@ -103,6 +110,7 @@ class Server:
             os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait(timeout=10)
         self._close_log()
+        return self.process.returncode
 
     def kill_server_only(self) -> None:
         """SIGKILL the server process alone; its workers must notice and go."""

@@ -53,6 +53,7 @@ def test_readme_quick_start_runs_as_written(servers: Callable[..., Server], tmp_
     assert '"probabilities":[[' in out
     oob = out.strip().splitlines()[-1]
     assert oob.startswith("{'accuracy': ") and "'n_scored': 120" in oob  # 30 held out
+    assert server.stop() == 0  # SIGTERM: a clean shutdown, and make run exits 0 too
     print(f"\nquick start: {started_in:.1f} s to start, {elapsed:.1f} s in all")
 
 

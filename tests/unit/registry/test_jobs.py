@@ -131,3 +131,18 @@ def test_a_request_that_is_not_json_is_refused(registry: SqlRegistry) -> None:
         registry.submit_job("iris", {"x": object()})
     with pytest.raises(NotFoundError):
         registry.get_model("iris")
+
+
+def test_count_jobs_by_status_names_every_status(registry: SqlRegistry) -> None:
+    assert registry.count_jobs_by_status() == {
+        "queued": 0, "running": 0, "succeeded": 0, "failed": 0, "cancelled": 0,
+    }  # fmt: skip
+    a = registry.submit_job("a", {})
+    registry.submit_job("a", {})
+    c = registry.submit_job("b", {})
+    registry.start_job(a.id)
+    registry.request_cancel(c.id)
+    publish(registry, "d")
+    assert registry.count_jobs_by_status() == {
+        "queued": 1, "running": 1, "succeeded": 1, "failed": 0, "cancelled": 1,
+    }  # fmt: skip

@@ -1,0 +1,104 @@
+"""Structured logs: one JSON object per line, tagged with the id of the request served.
+
+Call sites log an event with its fields: ``log.info("...", extra={"fields": {...}})``.
+Every line carries ``time``, ``level``, ``logger`` and ``message``, the fields, and the
+``request_id`` of the request being served (a context variable, so lines logged in the
+worker threads of that request have it too). Nothing logs headers or bodies: API keys
+and uploaded data never reach a log line.
+
+:func:`configure_logging` is for the server process (and training workers) only; the
+app factory calls it when it builds the app uvicorn serves, and it replaces uvicorn's
+access log with the request lines of :class:`app.middleware.RequestMiddleware`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import sys
+import uuid
+from contextvars import ContextVar
+from datetime import UTC, datetime
+from typing import Any, Final, Literal
+
+REQUEST_ID: ContextVar[str | None] = ContextVar("request_id", default=None)
+REQUEST_ID_HEADER: Final = "X-Request-ID"
+_REQUEST_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
+_UVICORN: Final = ("uvicorn", "uvicorn.error")
+
+
+def request_id_from(header: str | None) -> str:
+    """The caller's request id when it is a plausible one, else a new random id."""
+    if header is not None and _REQUEST_ID.fullmatch(header):
+        return header
+    return uuid.uuid4().hex
+
+
+def _fields(record: logging.LogRecord) -> dict[str, Any]:
+    fields = getattr(record, "fields", None)
+    out: dict[str, Any] = dict(fields) if isinstance(fields, dict) else {}
+    request_id = REQUEST_ID.get()
+    if request_id is not None:
+        out.setdefault("request_id", request_id)
+    return out
+
+
+class JsonFormatter(logging.Formatter):
+    """A log record as one line of JSON."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        moment = datetime.fromtimestamp(record.created, UTC)
+        entry: dict[str, Any] = {
+            "time": moment.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+            **_fields(record),
+        }
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        if record.stack_info:
+            entry["stack"] = self.formatStack(record.stack_info)
+        return json.dumps(entry, default=str, ensure_ascii=False)
+
+
+class TextFormatter(logging.Formatter):
+    """``time LEVEL logger: message key=value ...`` for a human at a terminal."""
+
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = super().format(record)
+        extra = " ".join(f"{key}={value}" for key, value in _fields(record).items())
+        if not extra:
+            return line
+        head, sep, tail = line.partition("\n")  # keep a traceback below the fields
+        return f"{head} {extra}{sep}{tail}"
+
+
+class _ServiceHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Marks the handler this module installed, so configuring twice replaces it."""
+
+
+def configure_logging(level: str, fmt: Literal["json", "text"]) -> None:
+    """Send every log line of this process to stderr in ``fmt``; silence uvicorn's
+    access log (the service writes its own request lines) and route uvicorn's other
+    messages through the same handler."""
+    handler = _ServiceHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
+    handler.setLevel(level)
+    root = logging.getLogger()
+    for old in [h for h in root.handlers if isinstance(h, _ServiceHandler)]:
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(level)
+    for name in _UVICORN:
+        logger = logging.getLogger(name)
+        logger.handlers.clear()
+        logger.propagate = True
+    access = logging.getLogger("uvicorn.access")
+    access.handlers.clear()
+    access.propagate = False
+    access.disabled = True

@@ -1,0 +1,85 @@
+"""What belongs to the server process rather than to one app: logging and signals.
+
+Under uvicorn, SIGTERM (or SIGINT) starts a graceful shutdown: uvicorn stops accepting
+connections, lets the requests in flight finish (at most ``--timeout-graceful-shutdown``
+seconds), then runs the app's lifespan shutdown. Two details are ours:
+
+* requests that wait for a training job (``?wait=true``) would otherwise wait for a job
+  that only ends when the shutdown ends; :func:`on_shutdown_signal` tells the job runner
+  at once, so they answer 202 with the job as it is;
+* after a graceful shutdown uvicorn raises the signal again with the handler it found
+  at start (the default one), so the process would die by SIGTERM (status 143) although
+  everything went well. :func:`exit_zero_after_shutdown`, the last step of the server's
+  lifespan, blocks SIGTERM instead: that last raise is never delivered and the process
+  exits 0. (As PID 1 in a container the kernel ignores it anyway; this is for
+  ``make run`` and process supervisors.)
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from types import FrameType
+from typing import Final
+
+from app.logs import configure_logging
+from app.settings import Settings
+
+SHUTDOWN_SIGNALS: Final = (signal.SIGTERM, signal.SIGINT)
+
+
+_serving = threading.Event()  # set once in the server process, by configure_process
+
+
+def configure_process(settings: Settings) -> None:
+    """Set up the server process (never a test's): its logging, its exit status."""
+    configure_logging(settings.log_level, settings.log_format)
+    _serving.set()
+
+
+def _in_main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
+
+
+def exit_zero_after_shutdown() -> None:
+    """The service has shut down cleanly: let the server process exit 0, not by SIGTERM."""
+    if _serving.is_set() and _in_main_thread() and hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+
+
+@contextmanager
+def on_shutdown_signal(callback: Callable[[], None]) -> Iterator[None]:
+    """Call ``callback`` first when SIGTERM or SIGINT arrives, then the server's handler.
+
+    Use it while serving (in the lifespan, after uvicorn installed its handlers); a
+    no-op outside the main thread. ``callback`` must be safe in a signal handler.
+    """
+    if not _in_main_thread():
+        yield
+        return
+    restore: list[tuple[signal.Signals, _Handler, _Handler]] = []
+    for sig in SHUTDOWN_SIGNALS:
+        previous = signal.getsignal(sig)
+        if callable(previous):
+            chained = _chain(callback, previous)
+            signal.signal(sig, chained)
+            restore.append((sig, chained, previous))
+    try:
+        yield
+    finally:
+        for sig, ours, theirs in restore:
+            if signal.getsignal(sig) is ours:
+                signal.signal(sig, theirs)
+
+
+_Handler = Callable[[int, FrameType | None], object]
+
+
+def _chain(first: Callable[[], None], then: _Handler) -> _Handler:
+    def handler(signum: int, frame: FrameType | None) -> None:
+        first()
+        then(signum, frame)
+
+    return handler

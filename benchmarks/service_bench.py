@@ -1,0 +1,646 @@
+"""`make bench`: the real service under load, next to the in-process scikit-learn floor.
+
+What it does, on 127.0.0.1 only and in a few minutes:
+
+1. starts the service as ``make run`` does (uvicorn, ``app.main:create_app``) on a free port
+   with a temporary data folder;
+2. uploads breast_cancer and diabetes (scikit-learn's own copies), trains one small
+   untimed model (the first job also starts the training fork server), then trains the
+   reference models THROUGH THE API, each ``--training-rounds`` times: a random forest (100 trees),
+   gradient boosting (100 stages), a soft vote of logistic regression + random forest (50)
+   + gaussian NB, a stacking of the same three under a logistic regression (all on
+   breast_cancer) and a random forest regressor (100 trees, diabetes).  The training
+   figure is the wall time from the submit call to the version being visible
+   (``GET .../versions/{n}`` answers 200), against a direct fit of the very same
+   scikit-learn Pipeline on the same rows in this process;
+3. for each model, downloads its artifact (the stored scikit-learn Pipeline) and measures
+   the **in-process floor**: ``predict_proba`` (classification) or ``predict``
+   (regression) on the same rows, one call at a time in this process;
+4. loads the service with wrk (or a Python fallback, see ``loadgen.py``):
+   single-row requests with 1 client (latency p50/p95/p99) and with 16 clients
+   (throughput), then 100-row and 10,000-row requests with 1 client.  Single rows are
+   sent as records, batches as columnar JSON; classification requests ask for
+   probabilities.  Before timing, every body's answer is checked against the floor
+   model: labels identical, probabilities/values within 1e-9.
+
+Every figure is the median over ``--rounds`` rounds, with the spread (min-max of the
+rounds) beside it; ratios compare it with the floor (latency: service / floor, lower is
+better; throughput: service / floor, higher is better).  The table is printed (Markdown)
+and written as JSON to ``benchmarks/results/latest.json`` or ``--json PATH``.
+
+    make bench                                   # or:
+    .venv/bin/python benchmarks/service_bench.py [--rounds 3] [--seconds 2] [--quick]
+        [--json PATH] [--label TEXT] [--python-loadgen]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import os
+import platform
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import httpx
+import joblib
+import numpy as np
+import pandas as pd
+from loadgen import LoadGenerator, Run, find_wrk
+from sklearn import datasets
+
+from ensembles import (
+    FeatureColumn,
+    build_pipeline,
+    parse_estimator_spec,
+    resolve_ensemble,
+    select_training_data,
+    table_from_frame,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+SEED = 42
+TOLERANCE = 1e-9
+EVALUATION = {"holdout_fraction": 0.0, "cv_folds": 0}  # the service fits the same rows
+BASE_MEMBERS: list[dict[str, Any]] = [
+    {"name": "lr", "kind": "logistic_regression"},
+    {"name": "rf", "kind": "random_forest", "params": {"n_estimators": 50}},
+    {"name": "nb", "kind": "gaussian_nb"},
+]
+
+
+@dataclass(frozen=True)
+class Reference:
+    """One reference model: what to train, on which dataset."""
+
+    model: str  # model name in the service
+    label: str  # as printed
+    dataset: str
+    ensemble: dict[str, Any]
+    forest: bool  # the "below the floor" target applies
+
+    @property
+    def task(self) -> str:
+        return "regression" if self.dataset == "diabetes" else "classification"
+
+
+REFERENCES = [
+    Reference(
+        "bench-rf",
+        "random forest 100 (breast_cancer)",
+        "breast_cancer",
+        {"kind": "random_forest", "params": {"n_estimators": 100}},
+        True,
+    ),
+    Reference(
+        "bench-gb",
+        "gradient boosting 100 (breast_cancer)",
+        "breast_cancer",
+        {"kind": "gradient_boosting", "params": {"n_estimators": 100}},
+        False,
+    ),
+    Reference(
+        "bench-voting",
+        "soft voting lr+rf50+nb (breast_cancer)",
+        "breast_cancer",
+        {"kind": "voting", "params": {"voting": "soft"}, "estimators": BASE_MEMBERS},
+        False,
+    ),
+    Reference(
+        "bench-stacking",
+        "stacking lr+rf50+nb -> lr (breast_cancer)",
+        "breast_cancer",
+        {
+            "kind": "stacking",
+            "estimators": BASE_MEMBERS,
+            "final_estimator": {"kind": "logistic_regression"},
+        },
+        False,
+    ),
+    Reference(
+        "bench-rf-reg",
+        "random forest regressor 100 (diabetes)",
+        "diabetes",
+        {"kind": "random_forest", "params": {"n_estimators": 100}},
+        True,
+    ),
+]
+LOADERS = {"breast_cancer": datasets.load_breast_cancer, "diabetes": datasets.load_diabetes}
+WARM_UP = Reference(
+    "bench-warm-up",
+    "warm-up",
+    "diabetes",
+    {"kind": "random_forest", "params": {"n_estimators": 5}},
+    True,
+)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    key: str
+    label: str
+    size: int  # rows per request
+    clients: int
+    n_bodies: int
+
+
+SCENARIOS = [
+    Scenario("single_1", "1 row, 1 client", 1, 1, 16),
+    Scenario("single_16", "1 row, 16 clients", 1, 16, 16),
+    Scenario("rows_100", "100 rows, 1 client", 100, 1, 4),
+    Scenario("rows_10000", "10,000 rows, 1 client", 10_000, 1, 2),
+]
+
+
+# --------------------------------------------------------------------------- the service
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@contextlib.contextmanager
+def service(folder: Path) -> Iterator[str]:
+    """The service as `make run` starts it, on a free loopback port; yields its base URL."""
+    port = free_port()
+    env = {**os.environ, "ENSEMBLE_DATA_DIR": str(folder / "data")}
+    env.pop("ENSEMBLE_API_KEYS", None)
+    log_path = folder / "service.log"
+    command = [
+        sys.executable,
+        "-m",
+        "uvicorn",
+        "app.main:create_app",
+        "--factory",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+    ]
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=log)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if process.poll() is not None:
+                raise RuntimeError(f"the service exited:\n{log_path.read_text()[-3000:]}")
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
+                    break
+            if time.monotonic() > deadline:
+                tail = log_path.read_text()[-3000:]
+                raise RuntimeError(f"the service did not get ready:\n{tail}")
+            time.sleep(0.1)
+        yield base
+    finally:
+        process.send_signal(signal.SIGINT)
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+# --------------------------------------------------------------------------- data, training
+
+
+@dataclass
+class Dataset:
+    frame: pd.DataFrame  # features + "target"
+    X: pd.DataFrame
+    y: np.ndarray[Any, Any]
+    features: list[FeatureColumn]
+    task: Any
+    dataset_id: str = ""
+
+
+def load_dataset(name: str) -> Dataset:
+    frame = LOADERS[name](as_frame=True).frame
+    data = select_training_data(table_from_frame(frame), "target")
+    features = [FeatureColumn(f.name, f.dtype, f.n_missing > 0, f.n_unique) for f in data.features]
+    return Dataset(frame, data.X, data.y, features, data.task)
+
+
+def upload(client: httpx.Client, name: str, frame: pd.DataFrame) -> str:
+    columns = list(frame.columns)
+    rows = [list(r) for r in zip(*(frame[c].tolist() for c in columns), strict=True)]
+    response = client.post("/v1/datasets", json={"name": name, "columns": columns, "rows": rows})
+    response.raise_for_status()
+    return str(response.json()["id"])
+
+
+def train_once(
+    client: httpx.Client, ref: Reference, dataset_id: str
+) -> tuple[float, dict[str, Any]]:
+    """Submit, then poll until the version is visible: (wall seconds, version document)."""
+    body = {
+        "dataset_id": dataset_id,
+        "target": "target",
+        "task": ref.task,
+        "ensemble": ref.ensemble,
+        "evaluation": EVALUATION,
+        "random_state": SEED,
+    }
+    started = time.perf_counter()
+    response = client.post(f"/v1/models/{ref.model}/versions", json=body)
+    if response.status_code != 202:
+        raise RuntimeError(f"training {ref.model} refused: {response.text}")
+    job = response.json()
+    url = f"/v1/models/{ref.model}/versions/{job['version']}"
+    polls = 0
+    while True:
+        got = client.get(url)
+        if got.status_code == 200:
+            return time.perf_counter() - started, got.json()
+        polls += 1
+        if polls % 25 == 0:
+            state = client.get(f"/v1/jobs/{job['id']}").json()
+            if state["status"] in ("failed", "cancelled"):
+                raise RuntimeError(f"training {ref.model} {state['status']}: {state['error']}")
+        time.sleep(0.02)
+
+
+def direct_fit(ref: Reference, data: Dataset) -> float:
+    """The same scikit-learn Pipeline the service builds, fitted here on the same rows
+    (scikit-learn's defaults otherwise: n_jobs unset, BLAS threads as the machine has)."""
+    spec = resolve_ensemble(parse_estimator_spec(ref.ensemble), data.task)
+    pipeline = build_pipeline(spec, data.task, data.features, SEED)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # convergence warnings: the service hides them too
+        started = time.perf_counter()
+        pipeline.fit(data.X, data.y)
+        return time.perf_counter() - started
+
+
+# --------------------------------------------------------------------------- rows and bodies
+
+
+@dataclass
+class Workload:
+    """The frames of one scenario (for the floor) and the request bodies (the same rows)."""
+
+    frames: list[pd.DataFrame]
+    bodies: list[bytes]
+
+
+def workloads(data: Dataset, classifier: bool, rng: np.random.Generator) -> dict[str, Workload]:
+    options = {"return_proba": True} if classifier else {}
+    columns = list(data.X.columns)
+    out: dict[str, Workload] = {}
+    by_size: dict[tuple[int, int], Workload] = {}
+    for scenario in SCENARIOS:
+        key = (scenario.size, scenario.n_bodies)
+        if key not in by_size:
+            frames = [
+                data.X.iloc[rng.integers(0, len(data.X), scenario.size)].reset_index(drop=True)
+                for _ in range(scenario.n_bodies)
+            ]
+            bodies = []
+            for frame in frames:
+                if scenario.size == 1:
+                    instances: Any = frame.to_dict(orient="records")
+                else:
+                    instances = {"columns": columns, "data": frame.to_numpy().tolist()}
+                bodies.append(json.dumps({"instances": instances, "options": options}).encode())
+            by_size[key] = Workload(frames, bodies)
+        out[scenario.key] = by_size[key]
+    return out
+
+
+def check_answers(
+    client: httpx.Client, url: str, pipeline: Any, classifier: bool, work: Workload
+) -> float:
+    """Each body's answer against the floor model: labels identical, values within 1e-9."""
+    worst = 0.0
+    for frame, body in zip(work.frames, work.bodies, strict=True):
+        response = client.post(url, content=body, headers={"Content-Type": "application/json"})
+        if response.status_code != 200:
+            raise RuntimeError(f"predict answered {response.status_code}: {response.text[:500]}")
+        answer = response.json()
+        if classifier:
+            labels = np.asarray(pipeline.predict(frame)).tolist()
+            if labels != answer["predictions"]:
+                raise RuntimeError(f"labels differ from the stored model's at {url}")
+            expected = pipeline.predict_proba(frame)
+            got = np.asarray(answer["probabilities"], dtype=np.float64)
+        else:
+            expected = pipeline.predict(frame)
+            got = np.asarray(answer["predictions"], dtype=np.float64)
+        worst = max(worst, float(np.max(np.abs(np.asarray(expected) - got))))
+    if worst > TOLERANCE:
+        raise RuntimeError(f"answers differ from the stored model's by {worst:.3g} at {url}")
+    return worst
+
+
+# --------------------------------------------------------------------------- measuring
+
+
+def floor_rounds(
+    call: Callable[[pd.DataFrame], Any], frames: list[pd.DataFrame], rounds: int, budget_s: float
+) -> list[float]:
+    """Per round, the median seconds of one call, cycling through ``frames``."""
+    call(frames[0])  # warm
+    started = time.perf_counter()
+    call(frames[0])
+    estimate = max(time.perf_counter() - started, 1e-6)
+    n = int(min(400, max(5, budget_s / rounds / estimate)))
+    medians = []
+    for _ in range(rounds):
+        times = []
+        for i in range(n):
+            frame = frames[i % len(frames)]
+            t0 = time.perf_counter()
+            call(frame)
+            times.append(time.perf_counter() - t0)
+        medians.append(float(np.median(times)))
+    return medians
+
+
+def summary(values: list[float]) -> dict[str, float]:
+    return {"median": float(np.median(values)), "min": min(values), "max": max(values)}
+
+
+def measure_model(
+    client: httpx.Client,
+    base: str,
+    ref: Reference,
+    data: Dataset,
+    version: dict[str, Any],
+    load: LoadGenerator,
+    args: argparse.Namespace,
+) -> dict[str, Any]:
+    classifier = ref.task == "classification"
+    number = version["version"]
+    artifact = client.get(f"/v1/models/{ref.model}/versions/{number}/artifact")
+    artifact.raise_for_status()
+    pipeline = joblib.load(io.BytesIO(artifact.content))
+    floor_call = pipeline.predict_proba if classifier else pipeline.predict
+    work = workloads(data, classifier, np.random.default_rng(SEED))
+    url = f"{base}/v1/models/{ref.model}/versions/{number}/predict"
+    path = url.removeprefix(base)
+    max_diff = max(
+        check_answers(client, path, pipeline, classifier, w)
+        for w in {id(w): w for w in work.values()}.values()
+    )
+    load.run(url, work["single_1"].bodies, 1, 1)  # warm-up, not recorded
+    result: dict[str, Any] = {
+        "model": ref.label,
+        "kind": ref.ensemble["kind"],
+        "task": ref.task,
+        "engine": (version.get("inference") or {}).get("engine") or "scikit-learn",
+        "inference": version.get("inference"),
+        "answers_max_abs_diff": max_diff,
+        "scenarios": {},
+    }
+    floors: dict[int, list[float]] = {}
+    for scenario in SCENARIOS:
+        w = work[scenario.key]
+        if scenario.size not in floors:
+            budget = 3.0 if scenario.size >= 10_000 else 1.5
+            floors[scenario.size] = floor_rounds(floor_call, w.frames, args.rounds, budget)
+        runs: list[Run] = [
+            load.run(url, w.bodies, scenario.clients, args.seconds) for _ in range(args.rounds)
+        ]
+        errors = sum(r.errors for r in runs)
+        if errors:
+            raise RuntimeError(f"{errors} failed requests in {ref.model} {scenario.label}")
+        floor_s = summary(floors[scenario.size])
+        entry: dict[str, Any] = {
+            "label": scenario.label,
+            "rows": scenario.size,
+            "clients": scenario.clients,
+            "requests": sum(r.requests for r in runs),
+            "p50_ms": summary([r.latency_ms["p50"] for r in runs]),
+            "p95_ms": summary([r.latency_ms["p95"] for r in runs]),
+            "p99_ms": summary([r.latency_ms["p99"] for r in runs]),
+            "rps": summary([r.rps for r in runs]),
+            "floor_ms": {k: v * 1e3 for k, v in floor_s.items()},
+        }
+        entry["floor_rps"] = 1.0 / floor_s["median"]
+        entry["latency_ratio"] = entry["p50_ms"]["median"] / entry["floor_ms"]["median"]
+        entry["throughput_ratio"] = entry["rps"]["median"] / entry["floor_rps"]
+        result["scenarios"][scenario.key] = entry
+    return result
+
+
+def targets(model: dict[str, Any], training: dict[str, Any], forest: bool) -> dict[str, Any]:
+    """The issue's targets for this model: (measured, goal, met)."""
+    s = model["scenarios"]
+    one = s["single_1"]
+    p50, floor = one["p50_ms"]["median"], one["floor_ms"]["median"]
+    goal_single = floor if forest else floor + 1.0
+    direct = training["direct_s"]["median"]
+    out = {
+        "single_row_p50": {
+            "measured_ms": p50,
+            "goal_ms": goal_single,
+            "rule": "below the floor" if forest else "floor + 1 ms",
+            "met": p50 < goal_single if forest else p50 <= goal_single,
+        },
+        "throughput_16": {
+            "measured_ratio": s["single_16"]["throughput_ratio"],
+            "goal_ratio": 5.0,
+            "met": s["single_16"]["throughput_ratio"] >= 5.0,
+        },
+        "rows_10000": {
+            "measured_ratio": s["rows_10000"]["latency_ratio"],
+            "goal_ratio": 1.5,
+            "met": s["rows_10000"]["latency_ratio"] <= 1.5,
+        },
+        "training": {
+            "measured_s": training["service_s"]["median"],
+            "goal_s": 1.1 * direct + 1.0,
+            "met": training["service_s"]["median"] <= 1.1 * direct + 1.0,
+        },
+    }
+    return out
+
+
+# --------------------------------------------------------------------------- report
+
+
+def _spread(d: dict[str, float], fmt: str = "{:.2f}") -> str:
+    return f"{fmt.format(d['min'])}-{fmt.format(d['max'])}"
+
+
+def render(report: dict[str, Any]) -> str:
+    lines = [
+        f"Ensemble Service benchmark ({report['label']}) - {report['machine']['summary']}",
+        f"load generator: {report['load_generator']}",
+        f"{report['rounds']} rounds of {report['seconds']:g} s per figure; medians, "
+        "spread = min-max over rounds; floor = the stored scikit-learn model's "
+        "predict_proba/predict on the same rows, in one process",
+        "",
+        "| model | engine | request | p50 ms | p95 ms | p99 ms | p50 spread | req/s "
+        "| floor ms | floor req/s | p50 / floor | req/s / floor |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for m in report["models"]:
+        for s in m["scenarios"].values():
+            lines.append(
+                f"| {m['model']} | {m['engine']} | {s['label']} | {s['p50_ms']['median']:.2f} "
+                f"| {s['p95_ms']['median']:.2f} | {s['p99_ms']['median']:.2f} "
+                f"| {_spread(s['p50_ms'])} | {s['rps']['median']:.0f} "
+                f"| {s['floor_ms']['median']:.2f} | {s['floor_rps']:.0f} "
+                f"| {s['latency_ratio']:.2f}x | {s['throughput_ratio']:.2f}x |"
+            )
+    lines += [
+        "",
+        "| model | service: submit to visible, s | spread | of which train() | "
+        "direct fit, s | spread | service / direct | overhead, s |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for t in report["training"]:
+        svc, direct = t["service_s"], t["direct_s"]
+        lines.append(
+            f"| {t['model']} | {svc['median']:.2f} | {_spread(svc)} "
+            f"| {t['train_s']['median']:.2f} | {direct['median']:.2f} | {_spread(direct)} "
+            f"| {svc['median'] / direct['median']:.2f}x "
+            f"| {svc['median'] - direct['median']:.2f} |"
+        )
+    lines += ["", "Targets of issue 6 (met / not met):"]
+    for m in report["models"]:
+        t = m["targets"]
+        single = t["single_row_p50"]
+        lines.append(
+            f"  {m['model']}: 1-row p50 {single['measured_ms']:.2f} ms vs {single['rule']} "
+            f"{single['goal_ms']:.2f} ms {_mark(single['met'])}; 16-client throughput "
+            f"{t['throughput_16']['measured_ratio']:.1f}x floor (goal 5x) "
+            f"{_mark(t['throughput_16']['met'])}; 10,000 rows "
+            f"{t['rows_10000']['measured_ratio']:.2f}x floor (goal 1.5x) "
+            f"{_mark(t['rows_10000']['met'])}; training {t['training']['measured_s']:.2f} s "
+            f"vs 1.1 x direct + 1 s = {t['training']['goal_s']:.2f} s "
+            f"{_mark(t['training']['met'])}"
+        )
+    return "\n".join(lines)
+
+
+def _mark(ok: bool) -> str:
+    return "met" if ok else "NOT MET"
+
+
+def machine() -> dict[str, Any]:
+    cpu = platform.processor() or platform.machine()
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    versions = {"python": platform.python_version()}
+    for name in ("scikit-learn", "numpy", "treelite", "fastapi", "uvicorn", "orjson"):
+        with contextlib.suppress(metadata.PackageNotFoundError):
+            versions[name] = metadata.version(name)
+    commit = _git("rev-parse", "--short", "HEAD") + ("+changes" if _git("status", "-s") else "")
+    cores = os.cpu_count()
+    return {
+        "cpu": cpu,
+        "cores": cores,
+        "platform": platform.platform(),
+        "versions": versions,
+        "commit": commit,
+        "summary": f"{cores} x {cpu}, Python {versions['python']}, "
+        f"scikit-learn {versions.get('scikit-learn')}, commit {commit}",
+    }
+
+
+def _git(*command: str) -> str:
+    """A read-only git query (the commit measured), empty outside a clone."""
+    done = subprocess.run(["git", *command], cwd=ROOT, capture_output=True, text=True, check=False)
+    return done.stdout.strip()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3, help="rounds per figure")
+    parser.add_argument("--seconds", type=float, default=2.0, help="seconds per load run")
+    parser.add_argument("--training-rounds", type=int, default=3, help="trainings per model")
+    parser.add_argument("--quick", action="store_true", help="1 round of 1 s (a smoke run)")
+    parser.add_argument("--json", default=str(ROOT / "benchmarks/results/latest.json"))
+    parser.add_argument("--label", default="make bench", help="recorded with the results")
+    parser.add_argument("--python-loadgen", action="store_true", help="do not use wrk")
+    parser.add_argument("--only", help="only the reference models whose name contains this")
+    args = parser.parse_args()
+    if args.quick:
+        args.rounds, args.seconds, args.training_rounds = 1, 1.0, 1
+    started = time.perf_counter()
+    wrk, how = (None, "Python asyncio + httpx (forced)") if args.python_loadgen else find_wrk()
+    print(f"load generator: {how}", flush=True)
+    load = LoadGenerator(wrk)
+    report: dict[str, Any] = {
+        "label": args.label,
+        "machine": machine(),
+        "load_generator": how,
+        "rounds": args.rounds,
+        "seconds": args.seconds,
+        "training_rounds": args.training_rounds,
+        "models": [],
+        "training": [],
+    }
+    data = {name: load_dataset(name) for name in LOADERS}
+    with tempfile.TemporaryDirectory(prefix="ensemble-bench-") as tmp, service(Path(tmp)) as base:
+        print(f"service: {base} (data folder {tmp})", flush=True)
+        with httpx.Client(base_url=base, timeout=120) as client:
+            for name, dataset in data.items():
+                dataset.dataset_id = upload(client, name, dataset.frame)
+            # Untimed: the first job of a fresh service also waits for the training fork
+            # server to start (once per service, not per job).
+            train_once(client, WARM_UP, data[WARM_UP.dataset].dataset_id)
+            for ref in [r for r in REFERENCES if args.only is None or args.only in r.model]:
+                dataset = data[ref.dataset]
+                walls, versions = [], []
+                for _ in range(args.training_rounds):
+                    wall, version = train_once(client, ref, dataset.dataset_id)
+                    walls.append(wall)
+                    versions.append(version)
+                directs = [direct_fit(ref, dataset) for _ in range(args.training_rounds)]
+                training = {
+                    "model": ref.label,
+                    "service_s": summary(walls),
+                    "train_s": summary([v["training"]["duration_s"] for v in versions]),
+                    "direct_s": summary(directs),
+                }
+                report["training"].append(training)
+                print(
+                    f"trained {ref.label}: {training['service_s']['median']:.2f} s "
+                    f"(direct fit {training['direct_s']['median']:.2f} s)",
+                    flush=True,
+                )
+                model = measure_model(client, base, ref, dataset, versions[-1], load, args)
+                model["targets"] = targets(model, training, ref.forest)
+                report["models"].append(model)
+                single = model["scenarios"]["single_1"]
+                print(
+                    f"measured {ref.label}: 1-row p50 {single['p50_ms']['median']:.2f} ms "
+                    f"(floor {single['floor_ms']['median']:.2f} ms)",
+                    flush=True,
+                )
+    load.close()
+    report["elapsed_s"] = time.perf_counter() - started
+    text = render(report)
+    print()
+    print(text)
+    print(f"\n({report['elapsed_s']:.0f} s in all)")
+    out = Path(args.json)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({**report, "table": text}, indent=2) + "\n", encoding="utf-8")
+    print(f"written: {out}")
+
+
+if __name__ == "__main__":
+    main()

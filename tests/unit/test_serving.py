@@ -1,0 +1,242 @@
+"""The serving path: the same answers as the stored Pipeline, from less work.
+
+* rows of all-numeric models go straight into float64 arrays (no DataFrame), giving
+  exactly what the careful path gives, and anything unusual takes the careful path;
+* a Servable answers exactly as the Pipeline (scikit-learn) or within 1e-9 (compiled),
+  preprocessing by stacking columns only where that equals the ColumnTransformer;
+* training records the engine verdict, uses every core without changing the model, and
+  leaves ``n_jobs`` unset in the stored model.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.pipeline import Pipeline
+
+from ensembles import prediction
+from ensembles.builders import FeatureColumn, build_pipeline
+from ensembles.compiled import ENGINE, SKLEARN
+from ensembles.data import select_training_data, table_from_frame
+from ensembles.members import members_of
+from ensembles.prediction import PredictOptions, predict, rows_to_columns, rows_to_frame
+from ensembles.serving import prepare
+from ensembles.signature import ModelSignature
+from ensembles.specs import EvaluationSpec, parse_estimator_spec
+from ensembles.training import FittedModel, every_core, train
+from ensembles.validation import resolve_ensemble
+from tests.unit.datasets import frame, training_data
+
+pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+NO_EVAL = EvaluationSpec(holdout_fraction=0.0, cv_folds=0)
+MEMBERS = [
+    {"name": "lr", "kind": "logistic_regression"},
+    {"name": "tree", "kind": "decision_tree", "params": {"max_depth": 3}},
+    {"name": "nb", "kind": "gaussian_nb"},
+]
+SPECS: dict[str, dict[str, Any]] = {
+    "random_forest": {"kind": "random_forest", "params": {"n_estimators": 10}},
+    "extra_trees": {"kind": "extra_trees", "params": {"n_estimators": 10}},
+    "gradient_boosting": {"kind": "gradient_boosting", "params": {"n_estimators": 10}},
+    "bagging": {"kind": "bagging", "params": {"n_estimators": 5}},
+    "soft_voting": {"kind": "voting", "params": {"voting": "soft"}, "estimators": MEMBERS},
+    "hard_voting": {"kind": "voting", "params": {"voting": "hard"}, "estimators": MEMBERS},
+    "stacking": {"kind": "stacking", "params": {"cv": 3}, "estimators": MEMBERS},
+}
+
+
+@cache
+def fitted(kind: str, name: str = "iris") -> FittedModel:
+    data = training_data(name)
+    spec = resolve_ensemble(parse_estimator_spec(SPECS[kind]), data.task)
+    return train(data, spec, NO_EVAL, 3)
+
+
+def rows(name: str = "iris", n: int = 40) -> pd.DataFrame:
+    table = frame(name).drop(columns="target")
+    return table.sample(n, random_state=1, replace=True).reset_index(drop=True)
+
+
+# --- rows in ----------------------------------------------------------------------------
+
+
+def careful(
+    monkeypatch: pytest.MonkeyPatch, signature: ModelSignature, instances: object
+) -> tuple[dict[str, Any], list[str]]:
+    with monkeypatch.context() as m:
+        m.setattr(prediction, "_numeric_columns", lambda *_: None)
+        return rows_to_columns(signature, instances)
+
+
+def _records_with_extra(X: pd.DataFrame) -> list[dict[str, Any]]:
+    return [{**r, "note": "x"} for r in X.to_dict(orient="records")]
+
+
+@pytest.mark.parametrize(
+    "shape", ["records", "columnar", "columnar_shuffled", "records_extra", "ints"]
+)
+def test_numeric_rows_take_the_fast_path_to_the_same_arrays(
+    monkeypatch: pytest.MonkeyPatch, shape: str
+) -> None:
+    signature = fitted("random_forest").signature
+    X = rows()
+    columns = list(X.columns)
+    instances: object = {
+        "records": lambda: X.to_dict(orient="records"),
+        "columnar": lambda: {"columns": columns, "data": X.to_numpy().tolist()},
+        "columnar_shuffled": lambda: {
+            "columns": [*columns[::-1], "extra"],
+            "data": [[*r[::-1], 1] for r in X.to_numpy().tolist()],
+        },
+        "records_extra": lambda: _records_with_extra(X),
+        "ints": lambda: [{c: int(v * 10) for c, v in r.items()} for r in X.to_dict("records")],
+    }[shape]()
+    assert prediction._numeric_columns(signature, instances, None) is not None
+    fast, fast_warnings = rows_to_columns(signature, instances)
+    slow, slow_warnings = careful(monkeypatch, signature, instances)
+    assert list(fast) == list(slow) == [f.name for f in signature.features]
+    for name in fast:
+        assert fast[name].dtype == np.float64
+        np.testing.assert_array_equal(fast[name], slow[name].astype(np.float64), strict=True)
+    assert fast_warnings == slow_warnings
+
+
+@pytest.mark.parametrize(
+    "cell", [True, "1.5", None, float("nan"), float("inf"), 2**53 + 1, 10**400, [1.0]]
+)
+def test_unusual_cells_take_the_careful_path(cell: object) -> None:
+    signature = fitted("random_forest").signature
+    records = rows(n=3).to_dict(orient="records")
+    records[1]["sepal width (cm)"] = cell
+    assert prediction._numeric_columns(signature, records, None) is None
+    columnar = {"columns": list(records[0]), "data": [list(r.values()) for r in records]}
+    assert prediction._numeric_columns(signature, columnar, None) is None
+
+
+def test_malformed_input_takes_the_careful_path() -> None:
+    signature = fitted("random_forest").signature
+    good = rows(n=2).to_dict(orient="records")
+    header = list(good[0])
+    for instances in (
+        [],
+        [good[0], "row"],
+        [{k: v for k, v in good[0].items() if k != "petal width (cm)"}],
+        {"columns": header, "data": [list(good[0].values())[:-1]]},
+        {"columns": [*header[:-1], header[0]], "data": [list(good[0].values())]},
+        {"columns": header, "data": "rows"},
+    ):
+        assert prediction._numeric_columns(signature, instances, None) is None
+    assert prediction._numeric_columns(signature, good, max_rows=1) is None  # 413 there
+
+
+def test_mixed_tables_keep_the_careful_path_and_the_column_transformer() -> None:
+    table = frame("iris").assign(colour=np.where(np.arange(150) % 2 == 0, "red", "blue"))
+    data = select_training_data(table_from_frame(table), "target")
+    spec = resolve_ensemble(parse_estimator_spec(SPECS["random_forest"]), data.task)
+    model = train(data, spec, NO_EVAL, 3)
+    instances = data.X.head(5).to_dict(orient="records")
+    assert prediction._numeric_columns(model.signature, instances, None) is None
+    columns, _ = rows_to_columns(model.signature, instances)
+    servable = prepare(model.pipeline, "classification", model.inference)
+    assert servable.passthrough is None
+    answer = servable.answer(columns, with_proba=True)
+    np.testing.assert_array_equal(answer.predictions, model.pipeline.predict(data.X.head(5)))
+    expected = model.pipeline.predict_proba(data.X.head(5))
+    np.testing.assert_allclose(answer.probabilities, expected, rtol=0, atol=1e-9)
+    frame_in, _ = rows_to_frame(model.signature, instances)
+    assert list(frame_in.columns) == list(data.X.columns)
+
+
+# --- answers out ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", list(SPECS))
+def test_a_servable_answers_as_the_pipeline(kind: str) -> None:
+    model = fitted(kind)
+    pipeline: Pipeline = model.pipeline
+    servable = prepare(pipeline, "classification", model.inference)
+    X = rows(n=300)
+    assert servable.passthrough == tuple(X.columns)  # a table of numbers: no DataFrame needed
+    columns = {c: X[c].to_numpy() for c in X.columns}
+    for size in (1, 7, 300):
+        part = {c: v[:size] for c, v in columns.items()}
+        answer = servable.answer(part, with_proba=True)
+        expected_labels = pipeline.predict(X.head(size))
+        np.testing.assert_array_equal(answer.predictions, expected_labels)
+        if not hasattr(pipeline, "predict_proba"):  # hard voting
+            assert answer.probabilities is None
+            continue
+        expected = pipeline.predict_proba(X.head(size))
+        assert answer.probabilities is not None
+        if answer.engine == SKLEARN:
+            np.testing.assert_array_equal(answer.probabilities, expected)
+        else:
+            np.testing.assert_allclose(answer.probabilities, expected, rtol=0, atol=1e-9)
+
+
+@pytest.mark.parametrize("kind", ["random_forest", "soft_voting", "stacking"])
+def test_predict_with_a_servable_equals_predict_with_the_pipeline(kind: str) -> None:
+    model = fitted(kind)
+    servable = prepare(model.pipeline, "classification", model.inference)
+    X = rows(n=25)
+    columns = {c: X[c].to_numpy() for c in X.columns}
+    options = PredictOptions(return_proba=True)
+    by_pipeline = predict(model.pipeline, model.signature, X, options)
+    by_servable = predict(servable, model.signature, columns, options)
+    assert by_servable.predictions == by_pipeline.predictions
+    np.testing.assert_allclose(
+        by_servable.probabilities, by_pipeline.probabilities, rtol=0, atol=1e-9
+    )
+    assert by_servable.engine == (ENGINE if model.inference and model.inference["ok"] else SKLEARN)
+
+
+def test_the_engine_follows_the_recorded_verdict() -> None:
+    model = fitted("random_forest")
+    assert model.inference is not None and model.inference["engine"] == ENGINE
+    served = prepare(model.pipeline, "classification", model.inference)
+    assert served.compiled is not None and served.engine_for(1) == ENGINE
+    big = served.compiled.max_rows + 1
+    assert served.engine_for(big) == SKLEARN
+    unrecorded = prepare(model.pipeline, "classification", None)  # an older version
+    assert unrecorded.compiled is None and unrecorded.engine_for(1) == SKLEARN
+    refused = prepare(model.pipeline, "classification", {**model.inference, "ok": False})
+    assert refused.compiled is None
+
+
+def test_members_without_samples_are_the_same_members() -> None:
+    forest = fitted("random_forest").pipeline[-1]
+    full, lean = members_of(forest), members_of(forest, with_samples=False)
+    assert [m.estimator for m in full] == [m.estimator for m in lean]
+    assert all(m.samples is not None for m in full) and all(m.samples is None for m in lean)
+
+
+# --- training ---------------------------------------------------------------------------
+
+
+def test_training_records_the_verdict_and_keeps_n_jobs_unset() -> None:
+    assert fitted("random_forest").inference is not None
+    voting = fitted("soft_voting").inference
+    assert voting is not None and voting["ok"] is False and voting["engine"] == SKLEARN
+    assert "not a tree ensemble" in voting["reason"]
+    for kind in ("random_forest", "bagging", "soft_voting", "stacking"):
+        ensemble = fitted(kind).pipeline[-1]
+        assert ensemble.get_params()["n_jobs"] is None
+    data = training_data("iris")
+    spec = resolve_ensemble(parse_estimator_spec(SPECS["random_forest"]), data.task)
+    assert train(data, spec, NO_EVAL, 3, compile_inference=False).inference is None
+
+
+@pytest.mark.parametrize("kind", ["random_forest", "bagging", "soft_voting", "stacking"])
+def test_fitting_on_every_core_changes_nothing(kind: str) -> None:
+    """The threaded fit (tables from PARALLEL_MIN_CELLS cells) gives the very same model."""
+    data = training_data("breast_cancer")
+    spec = resolve_ensemble(parse_estimator_spec(SPECS[kind]), data.task)
+    columns = [FeatureColumn(f.name, f.dtype, f.n_missing > 0, f.n_unique) for f in data.features]
+    one = build_pipeline(spec, data.task, columns, 3).fit(data.X, data.y)
+    with every_core(n_cells=10**9):
+        every = build_pipeline(spec, data.task, columns, 3).fit(data.X, data.y)
+    np.testing.assert_array_equal(every.predict_proba(data.X), one.predict_proba(data.X))
