@@ -155,7 +155,6 @@ def train(
     else:
         notes.append("no cross-validation (cv_folds = 0)")
     result["notes"] = notes
-    ensemble.set_params(warm_start=False) if "warm_start" in ensemble.get_params() else None
     inference = (
         _inference(pipeline, task, X_train, random_state, run) if compile_inference else None
     )

@@ -15,6 +15,7 @@ from typing import Any
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import has_fit_parameter
 
+from ensembles.builders import build_estimator
 from ensembles.catalog import KINDS, SERVICE_OWNED_PARAMS, Kind, Task
 from ensembles.errors import Location, Problem, SpecError
 from ensembles.specs import EstimatorSpec, NamedEstimatorSpec, SpecLimits
@@ -42,8 +43,6 @@ def resolve_ensemble(
         )
     resolved = _resolve(spec, task, loc, 1, limits, problems)
     if not problems:
-        from ensembles.builders import build_estimator  # builders import this module's output
-
         estimator = build_estimator(resolved, task, random_state=0)
         _check_built(resolved, estimator, task, loc, problems)
         total = fitted_members(resolved)
