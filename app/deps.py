@@ -32,26 +32,38 @@ class Services:
     metrics: Metrics
 
 
-def get_services(request: Request) -> Services:
+# The getters are coroutines although they never wait: FastAPI runs a plain ``def``
+# dependency in a worker thread, a hand-off that cost a one-row prediction ~0.1 ms.
+
+
+def services_of(request: Request) -> Services:
     services: Services = request.app.state.services
     return services
 
 
-def get_settings(request: Request) -> Settings:
+def settings_of(request: Request) -> Settings:
     settings: Settings = request.app.state.settings
     return settings
 
 
-def get_registry(request: Request) -> SqlRegistry:
-    return get_services(request).registry
+async def get_services(request: Request) -> Services:
+    return services_of(request)
 
 
-def get_runner(request: Request) -> JobRunner:
-    return get_services(request).runner
+async def get_settings(request: Request) -> Settings:
+    return settings_of(request)
 
 
-def get_cache(request: Request) -> ModelCache:
-    return get_services(request).cache
+async def get_registry(request: Request) -> SqlRegistry:
+    return services_of(request).registry
+
+
+async def get_runner(request: Request) -> JobRunner:
+    return services_of(request).runner
+
+
+async def get_cache(request: Request) -> ModelCache:
+    return services_of(request).cache
 
 
 ServicesDep = Annotated[Services, Depends(get_services)]
@@ -84,7 +96,7 @@ def require(role: Role) -> Callable[..., Awaitable[None]]:
     needed = ROLES.index(role)
 
     async def check(request: Request, credentials: BearerDep) -> None:
-        settings = get_settings(request)
+        settings = settings_of(request)
         if not settings.api_keys:
             return
         if credentials is None:
@@ -103,7 +115,7 @@ def require_unless(open_setting: str) -> Callable[..., Awaitable[None]]:
     read = require("read")
 
     async def check(request: Request, credentials: BearerDep) -> None:
-        if getattr(get_settings(request), open_setting):
+        if getattr(settings_of(request), open_setting):
             return
         await read(request, credentials)
 

@@ -87,13 +87,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version=app_package.__version__,
         description=DESCRIPTION,
         lifespan=lifespan,
+        openapi_tags=[{"name": tag, "description": text} for tag, text in _TAGS.items()],
         docs_url=None,
         redoc_url=None,
         openapi_url=None,
     )
     application.state.settings = settings
     install_handlers(application)
-    for router in (health, kinds, datasets, jobs, models, predictions):
+    # Starlette tries routes in order: the hot route first saves a one-row prediction
+    # ~40 us of matching (the docs keep their order through ``openapi_tags``).
+    for router in (predictions, health, kinds, datasets, jobs, models):
         application.include_router(router.router)
     _add_docs(application)
     application.add_middleware(
@@ -101,6 +104,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     application.add_middleware(RequestMiddleware, metrics=metrics)
     return application
+
+
+_TAGS = {
+    "service": "Health, readiness and metrics.",
+    "kinds": "The ensemble and base estimator kinds, with their parameters.",
+    "datasets": "Upload and manage training tables.",
+    "jobs": "Train versions and follow training jobs.",
+    "models": "Models, versions, aliases and artifacts.",
+    "predictions": "Predict with a version.",
+}
 
 
 def _add_docs(application: FastAPI) -> None:
@@ -130,6 +143,7 @@ def build_openapi(application: FastAPI) -> dict[str, Any]:
         version=application.version,
         description=application.description,
         routes=application.routes,
+        tags=application.openapi_tags,
     )
     models: list[type[BaseModel]] = [
         ProblemDetails,

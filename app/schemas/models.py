@@ -44,6 +44,17 @@ VERSION_EXAMPLE: dict[str, Any] = {
         "size_bytes": 183211,
         "library_versions": {"scikit-learn": "1.9.1", "numpy": "2.4.6", "python": "3.11.7"},
     },
+    "inference": {
+        "engine": "treelite-gtil",
+        "ok": True,
+        "reason": None,
+        "max_abs_diff": 0.0,
+        "n_rows_checked": 2311,
+        "compile_seconds": 0.004,
+        "check_seconds": 0.09,
+        "crossover_rows": 469,
+        "versions": "treelite 4.8.1, scikit-learn 1.9.1",
+    },
     "description": "first try",
     "tags": {"team": "fraud"},
     "job_id": "job_4e1f0a9b8c7d6e5f4a3b2c1d",
@@ -103,6 +114,33 @@ class ArtifactOut(BaseModel):
     )
 
 
+class InferenceOut(BaseModel):
+    """How the version is served, decided once when it was created."""
+
+    model_config = ConfigDict(extra="allow")
+
+    engine: str = Field(
+        description="`treelite-gtil` (compiled trees, used up to `crossover_rows` rows per "
+        "request, scikit-learn above) or `scikit-learn`."
+    )
+    ok: bool = Field(description="Whether the compiled engine passed the fidelity check.")
+    reason: str | None = Field(
+        default=None, description="Why scikit-learn serves the version (not compiled, or refused)."
+    )
+    max_abs_diff: float | None = Field(
+        default=None,
+        description="Largest difference from scikit-learn on the rows checked (limit 1e-9; "
+        "labels must be identical); null when the answers could not be compared.",
+    )
+    n_rows_checked: int = Field(description="Training rows plus probe rows checked.")
+    compile_seconds: float
+    check_seconds: float
+    crossover_rows: int | None = Field(
+        default=None, description="Requests up to this many rows use the compiled engine."
+    )
+    versions: str | None = Field(default=None, description="Library versions that decided.")
+
+
 class VersionOut(BaseModel):
     """A trained model version: what it is, how it was trained and how well it does."""
 
@@ -127,6 +165,9 @@ class VersionOut(BaseModel):
     )
     training: dict[str, Any] = Field(description="duration_s, n_estimators, random_state, ...")
     artifact: ArtifactOut
+    inference: InferenceOut | None = Field(
+        default=None, description="The serving engine and its fidelity check (newer versions)."
+    )
     description: str | None = None
     tags: dict[str, str] = Field(default_factory=dict)
 

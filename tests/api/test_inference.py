@@ -91,3 +91,13 @@ async def test_a_forced_fidelity_failure_is_served_by_sklearn_with_the_reason(
     monkeypatch.undo()  # loading re-checks nothing for a refused version: scikit-learn serves
     servable = await _predict_and_compare(api, app, "forced")
     assert servable.compiled is None and servable.engine_for(1) == compiled_module.SKLEARN
+
+
+async def test_the_version_resource_documents_its_inference_field(api: Api) -> None:
+    document = (await api.client.get("/openapi.json")).json()
+    schemas = document["components"]["schemas"]
+    inference = schemas["VersionOut"]["properties"]["inference"]
+    refs = {option.get("$ref") for option in inference.get("anyOf", [inference])}
+    assert "#/components/schemas/InferenceOut" in refs
+    fields = schemas["InferenceOut"]["properties"]
+    assert {"engine", "ok", "reason", "max_abs_diff", "crossover_rows"} <= set(fields)
