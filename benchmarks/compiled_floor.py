@@ -10,8 +10,11 @@ the model itself).  If skl2onnx and onnxruntime are importable (``pip install sk
 onnxruntime``: not project dependencies), ONNX Runtime is measured as the other candidate
 engine, with its largest difference from scikit-learn.
 
+``--composites`` measures voting, stacking and bagging ensembles instead, whose tree
+members are compiled (:mod:`ensembles.composite`); ``--batch`` sets the large request size.
+
     .venv/bin/python benchmarks/compiled_floor.py [--repeats 200] [--batch-repeats 20]
-        [--json results.json]
+        [--batch 10000] [--composites] [--json results.json]
 
 Single-process, no network; a few minutes at most on 2 cores.  Medians, with the
 interquartile range beside them.
@@ -40,17 +43,39 @@ from ensembles import (
     table_from_frame,
     train,
 )
-from ensembles.compiled import CompiledModel, compile_model
+from ensembles.compiled import Compiled, compile_model
 
 SEED = 42
 BATCH = 10_000
 SWEEP = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
-MODELS: list[tuple[str, str, dict[str, Any]]] = [
-    ("random_forest", "breast_cancer", {"n_estimators": 100}),
-    ("extra_trees", "breast_cancer", {"n_estimators": 100}),
-    ("gradient_boosting", "breast_cancer", {"n_estimators": 100}),
-    ("hist_gradient_boosting", "breast_cancer", {"max_iter": 100}),
-    ("random_forest", "diabetes", {"n_estimators": 100}),
+MODELS: list[tuple[str, str, dict[str, Any]]] = [  # (label, dataset, ensemble spec)
+    ("random_forest", "breast_cancer", {"kind": "random_forest", "params": {"n_estimators": 100}}),
+    ("extra_trees", "breast_cancer", {"kind": "extra_trees", "params": {"n_estimators": 100}}),
+    (
+        "gradient_boosting",
+        "breast_cancer",
+        {"kind": "gradient_boosting", "params": {"n_estimators": 100}},
+    ),
+    (
+        "hist_gradient_boosting",
+        "breast_cancer",
+        {"kind": "hist_gradient_boosting", "params": {"max_iter": 100}},
+    ),
+    ("random_forest", "diabetes", {"kind": "random_forest", "params": {"n_estimators": 100}}),
+]
+_MEMBERS = [
+    {"name": "lr", "kind": "logistic_regression"},
+    {"name": "rf", "kind": "random_forest", "params": {"n_estimators": 50}},
+    {"name": "nb", "kind": "gaussian_nb"},
+]
+COMPOSITES: list[tuple[str, str, dict[str, Any]]] = [
+    (
+        "soft voting lr+rf50+nb",
+        "breast_cancer",
+        {"kind": "voting", "params": {"voting": "soft"}, "estimators": _MEMBERS},
+    ),
+    ("stacking lr+rf50+nb -> lr", "breast_cancer", {"kind": "stacking", "estimators": _MEMBERS}),
+    ("bagging of 50 trees", "breast_cancer", {"kind": "bagging", "params": {"n_estimators": 50}}),
 ]
 LOADERS = {"breast_cancer": datasets.load_breast_cancer, "diabetes": datasets.load_diabetes}
 
@@ -70,13 +95,13 @@ def sklearn_call(pipeline: Pipeline, classifier: bool, X: pd.DataFrame) -> Calla
     return (lambda: pipeline.predict_proba(X)) if classifier else (lambda: pipeline.predict(X))
 
 
-def compiled_call(engine: CompiledModel, X: pd.DataFrame) -> Callable[[], Any]:
+def compiled_call(engine: Compiled, X: pd.DataFrame) -> Callable[[], Any]:
     if engine.task == "classification":
         return lambda: engine.predict_with_proba(engine.transform(X))
     return lambda: engine.predict(engine.transform(X))
 
 
-def crossover(pipeline: Pipeline, engine: CompiledModel, X: pd.DataFrame) -> int | None:
+def crossover(pipeline: Pipeline, engine: Compiled, X: pd.DataFrame) -> int | None:
     """The smallest swept size at which scikit-learn is at least as fast (None: never)."""
     classifier = engine.task == "classification"
     for size in SWEEP:
@@ -137,18 +162,19 @@ def onnx_candidate(pipeline: Pipeline, classifier: bool, X: pd.DataFrame) -> dic
     return {"error": "; ".join(e[:100] for e in errors)}
 
 
-def measure(kind: str, dataset: str, params: dict[str, Any], args: argparse.Namespace) -> Any:
+def measure(label: str, dataset: str, raw: dict[str, Any], args: argparse.Namespace) -> Any:
     frame = LOADERS[dataset](as_frame=True).frame
     data = select_training_data(table_from_frame(frame), "target")
-    spec = resolve_ensemble(parse_estimator_spec({"kind": kind, "params": params}), data.task)
-    model = train(data, spec, EvaluationSpec(holdout_fraction=0.0, cv_folds=0), SEED)
+    spec = resolve_ensemble(parse_estimator_spec(raw), data.task)
+    evaluation = EvaluationSpec(holdout_fraction=0.0, cv_folds=0)
+    model = train(data, spec, evaluation, SEED, compile_inference=False)
     pipeline, classifier = model.pipeline, data.task == "classification"
     engine, report = compile_model(pipeline, data.task, data.X, SEED)
-    result: dict[str, Any] = {"model": f"{kind} ({dataset})", "fidelity": report.as_dict()}
+    result: dict[str, Any] = {"model": f"{label} ({dataset})", "fidelity": report.as_dict()}
     if engine is None:
         return result
     rng = np.random.default_rng(SEED)
-    batch = data.X.iloc[rng.integers(0, len(data.X), BATCH)].reset_index(drop=True)
+    batch = data.X.iloc[rng.integers(0, len(data.X), args.batch)].reset_index(drop=True)
     singles = [data.X.iloc[[i]] for i in rng.integers(0, len(data.X), 16)]
     cycle = iter(np.resize(np.arange(len(singles)), args.repeats * 2).tolist())
 
@@ -177,7 +203,7 @@ def measure(kind: str, dataset: str, params: dict[str, Any], args: argparse.Name
     return result
 
 
-def show(results: list[dict[str, Any]]) -> None:
+def show(results: list[dict[str, Any]], batch: int) -> None:
     head = (
         f"{'model':40} {'rows':>6} {'sklearn p50':>12} {'compiled p50':>13} {'ratio':>7}"
         f"  {'(IQR sk / compiled, us)':>24}"
@@ -189,7 +215,7 @@ def show(results: list[dict[str, Any]]) -> None:
         if "one_row" not in r:
             print(f"{r['model']:40} refused: {f['reason']}")
             continue
-        for label, key in (("1", "one_row"), (f"{BATCH:,}", "batch")):
+        for label, key in (("1", "one_row"), (f"{batch:,}", "batch")):
             (sk, sk_iqr), (co, co_iqr) = r[key]["sklearn_us"], r[key]["compiled_us"]
             print(
                 f"{r['model']:40} {label:>6} {sk:>10.0f}us {co:>11.0f}us {sk / co:>6.1f}x"
@@ -219,7 +245,7 @@ def show(results: list[dict[str, Any]]) -> None:
             verdict = "within 1e-9" if o["max_abs_diff"] <= 1e-9 else "REFUSED by the 1e-9 rule"
             print(
                 f"  {r['model']:40} {o['input']} in: 1 row {o['one_row_us']:.0f}us,"
-                f" {BATCH:,} rows {o['batch_us'] / 1e3:.1f}ms, compile {o['compile_ms']:.0f}ms,"
+                f" {batch:,} rows {o['batch_us'] / 1e3:.1f}ms, compile {o['compile_ms']:.0f}ms,"
                 f" max |diff| {o['max_abs_diff']:.2g}: {verdict}"
             )
         else:
@@ -230,11 +256,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=200, help="single-row repeats")
     parser.add_argument("--batch-repeats", type=int, default=20, help="10,000-row repeats")
+    parser.add_argument("--batch", type=int, default=BATCH, help="rows of the large request")
+    parser.add_argument("--composites", action="store_true", help="voting, stacking, bagging")
     parser.add_argument("--json", help="also write the results to this file")
     args = parser.parse_args()
     started = time.perf_counter()
-    results = [measure(kind, dataset, params, args) for kind, dataset, params in MODELS]
-    show(results)
+    models = COMPOSITES if args.composites else MODELS
+    results = [measure(label, dataset, raw, args) for label, dataset, raw in models]
+    show(results, args.batch)
     print(f"\n({time.perf_counter() - started:.0f} s; medians; ratio = sklearn / compiled)")
     if args.json:
         with open(args.json, "w", encoding="utf-8") as out:

@@ -1,4 +1,4 @@
-"""Compiled inference for tree ensembles: treelite's GTIL where it is exact, else scikit-learn.
+"""Compiled inference for tree ensembles and tree members: GTIL where exact, else scikit-learn.
 
 scikit-learn takes about 4-6 ms to walk 100 trees for one row (Python and joblib overhead
 per tree); treelite's General Tree Inference Library (GTIL) walks them in C++ in about
@@ -30,43 +30,50 @@ is the same thing, faster.  Exactness, as scikit-learn computes it:
 A compiled model is used only if :func:`compile_model`'s fidelity check passes (see
 :mod:`ensembles.fidelity`).  The stored artifact stays the plain scikit-learn Pipeline:
 at load time :func:`rebuild` re-creates the engine from it in tens of milliseconds,
-trusting the recorded verdict after a quick check on synthetic rows.  Tree members inside
-bagging, voting or stacking are not compiled (scikit-learn serves those kinds).
+trusting the recorded verdict after a quick check on synthetic rows.
+
+Voting, stacking and the bagging family are compiled member by member
+(:mod:`ensembles.composite`): tree members by GTIL as above (a bagging of decision trees
+as one forest), logistic regression, naive Bayes and linear members by numpy, the rest by
+scikit-learn, combined by each estimator's own arithmetic.  Such a composite is compiled
+only if at least one member is a tree model GTIL takes, and is held to the same check; its
+report lists every member with the engine that answers it (``members``).  The tree
+primitives (plans, importing, links, labels) live in :mod:`ensembles.gtil`.
 """
 
 from __future__ import annotations
 
-import copy
 import time
-import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import sklearn
 import treelite
-import treelite.gtil
 import treelite.sklearn
 from numpy.typing import ArrayLike, NDArray
-from scipy.special import expit
 from sklearn.base import BaseEstimator
-from sklearn.compose import ColumnTransformer
-from sklearn.ensemble import (
-    ExtraTreesClassifier,
-    ExtraTreesRegressor,
-    GradientBoostingClassifier,
-    GradientBoostingRegressor,
-    HistGradientBoostingClassifier,
-    HistGradientBoostingRegressor,
-    RandomForestClassifier,
-    RandomForestRegressor,
-)
 from sklearn.pipeline import Pipeline
 
+from ensembles import composite
+from ensembles.builders import Rows, passthrough_columns, preprocess_rows, stack_columns
 from ensembles.catalog import Task
+from ensembles.composite import CompiledComposite
 from ensembles.fidelity import FidelityReport, compare, probe_rows, synthetic_rows
+from ensembles.gtil import (
+    ENGINE,
+    IMPORT_ERRORS,
+    TIE_MARGIN,
+    Plan,
+    cast_rows,
+    decide,
+    gtil_scores,
+    import_model,
+    link,
+    plan_for,
+)
 
 __all__ = [
     "DEFAULT_MAX_ROWS",
@@ -74,6 +81,8 @@ __all__ = [
     "SKLEARN",
     "TIE_MARGIN",
     "Answer",
+    "Compiled",
+    "CompiledComposite",
     "CompiledModel",
     "FidelityReport",
     "compile_model",
@@ -83,112 +92,13 @@ __all__ = [
     "stack_columns",
 ]
 
-ENGINE = "treelite-gtil"
 SKLEARN = "scikit-learn"
-TIE_MARGIN = 1e-9
 DEFAULT_MAX_ROWS = 64  # when not calibrated: below every crossover the benchmark measured
 FloatArray = NDArray[np.float64]
-Rows = pd.DataFrame | Mapping[str, ArrayLike]
 
-_FORESTS = (
-    RandomForestClassifier,
-    RandomForestRegressor,
-    ExtraTreesClassifier,
-    ExtraTreesRegressor,
-)
-_BOOSTING = (GradientBoostingClassifier, GradientBoostingRegressor)
-_HISTOGRAM = (HistGradientBoostingClassifier, HistGradientBoostingRegressor)
 _CALIBRATION_LARGE = 1024  # rows of the second size timed by the calibration
 _CALIBRATION_MAX_ROWS = 4096  # the largest crossover a calibration reports
-_IMPORT_ERRORS = (treelite.TreeliteError, NotImplementedError, ValueError, TypeError)
-
-Link = Literal["identity", "exp", "expit", "expit2", "softmax"]
-Decision = Literal["proba", "raw_ge", "raw_gt", "raw_argmax", "none"]
-
-
-@dataclass(frozen=True)
-class _Plan:
-    """How GTIL's output becomes the estimator's own answers."""
-
-    float32: bool  # scikit-learn casts X to float32 before comparing
-    margin: bool  # read raw scores and apply ``link`` here
-    link: Link
-    decision: Decision  # which scores the label is the (first) maximum of
-    # Histogram boosting's categorical columns and their known codes: any other value is
-    # unknown, which its own encoder turns into NaN (missing) and GTIL would not.
-    categories: tuple[tuple[int, FloatArray], ...] = ()
-
-
-def _plan_for(estimator: BaseEstimator, task: Task) -> _Plan | str:
-    """The plan for a supported kind, else the reason it is not compiled."""
-    name = type(estimator).__name__
-    classifier = task == "classification"
-    if classifier != hasattr(estimator, "classes_"):
-        return f"{name} does not match the task {task!r}"
-    if isinstance(estimator, _FORESTS):
-        return _Plan(True, False, "identity", "proba" if classifier else "none")
-    n_classes = len(getattr(estimator, "classes_", ()))
-    if isinstance(estimator, _BOOSTING):
-        if not classifier:
-            return _Plan(True, True, "identity", "none")
-        if n_classes > 2:
-            return _Plan(True, True, "softmax", "raw_argmax")
-        link: Link = "expit2" if estimator.loss == "exponential" else "expit"
-        return _Plan(True, True, link, "raw_ge")
-    if isinstance(estimator, _HISTOGRAM):
-        categories = _known_categories(estimator)
-        if isinstance(categories, str):
-            return categories
-        if classifier:  # labels: raw > 0 (binary), first maximum of raw scores (multiclass)
-            if n_classes > 2:
-                return _Plan(False, True, "softmax", "raw_argmax", categories)
-            return _Plan(False, True, "expit", "raw_gt", categories)
-        if estimator.loss in ("poisson", "gamma"):
-            return _Plan(False, True, "exp", "none", categories)
-        if estimator.loss in ("squared_error", "absolute_error", "quantile"):
-            return _Plan(False, True, "identity", "none", categories)
-        return f"{name} with loss {estimator.loss!r} has no known inverse link"
-    return f"{name} is not a tree ensemble the compiled engine supports"
-
-
-def _known_categories(estimator: BaseEstimator) -> tuple[tuple[int, FloatArray], ...] | str:
-    """Each categorical column's known codes, read from histogram boosting's own encoder.
-
-    scikit-learn exposes only ``is_categorical_``; the codes live in the private
-    ``_preprocessor`` (which treelite's importer reads too).  If it moves, the model is
-    refused rather than guessed at.
-    """
-    is_categorical = getattr(estimator, "is_categorical_", None)
-    if is_categorical is None or not np.any(is_categorical):
-        return ()
-    try:
-        encoder = estimator._preprocessor.named_transformers_["encoder"]
-        known = [np.asarray(c, dtype=np.float64) for c in encoder.categories_]
-    except (AttributeError, KeyError, TypeError, ValueError):
-        return "cannot read the known categories of this histogram gradient boosting"
-    columns = np.flatnonzero(is_categorical).tolist()
-    if len(columns) != len(known):
-        return "its categorical columns and known categories do not line up"
-    return tuple((j, codes[~np.isnan(codes)]) for j, codes in zip(columns, known, strict=True))
-
-
-def _import(estimator: BaseEstimator) -> Any:
-    """The treelite model of a fitted estimator (raises one of ``_IMPORT_ERRORS``)."""
-    source = estimator
-    fitted = len(getattr(estimator, "estimators_", ()))
-    if isinstance(estimator, _BOOSTING + _FORESTS) and fitted != estimator.n_estimators:
-        # Early stopping (or a warm start) leaves fewer stages than n_estimators, which
-        # treelite's importer reads: give it a shallow copy that says how many there are.
-        source = copy.copy(estimator)
-        source.n_estimators = fitted
-    with warnings.catch_warnings():
-        # treelite casts histogram boosting's category lists (NaN included) to int64.
-        warnings.simplefilter("ignore", RuntimeWarning)
-        return treelite.sklearn.import_model(source)
-
-
-def _versions() -> str:
-    return f"treelite {treelite.__version__}, scikit-learn {sklearn.__version__}"
+_IMPORT_ERRORS = IMPORT_ERRORS
 
 
 @dataclass(frozen=True, eq=False)
@@ -204,7 +114,7 @@ class CompiledModel:
     max_rows: int  # requests up to this many rows are faster here than in scikit-learn
     pipeline: Pipeline = field(repr=False)
     model: Any = field(repr=False)  # treelite.Model
-    plan: _Plan = field(repr=False)
+    plan: Plan = field(repr=False)
     passthrough: tuple[str, ...] | None = field(default=None, repr=False)
 
     @property
@@ -220,10 +130,7 @@ class CompiledModel:
 
     def transform(self, rows: Rows) -> NDArray[Any]:
         """The preprocessed rows (ColumnTransformer's output) for a frame or column arrays."""
-        if self.passthrough is not None:
-            return stack_columns(rows, self.passthrough)
-        frame = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(dict(rows))
-        return np.asarray(self.pipeline[:-1].transform(frame))
+        return preprocess_rows(self.pipeline, self.passthrough, rows)
 
     def predict(self, Xt: ArrayLike) -> NDArray[Any]:
         """Labels (classification) or values (regression), as the estimator's ``predict``."""
@@ -245,7 +152,7 @@ class CompiledModel:
             return estimator.predict(Xt), np.asarray(estimator.predict_proba(Xt), np.float64)
         scores = self._scores(X)
         proba = self._link(scores)
-        index, ambiguous = _decide(proba if self.plan.decision == "proba" else scores, self.plan)
+        index, ambiguous = decide(proba if self.plan.decision == "proba" else scores, self.plan)
         labels = np.asarray(estimator.classes_).take(index)
         if ambiguous.any():
             labels[ambiguous] = estimator.predict(np.asarray(Xt)[ambiguous])
@@ -264,76 +171,16 @@ class CompiledModel:
         if X.ndim != 2 or X.shape[1] != expected:
             shape = X.shape[1] if X.ndim == 2 else X.shape
             raise ValueError(f"X has {shape} features, but {self.kind} expects {expected}")
-        if not self.plan.float32:
-            return _unknown_as_missing(X, self.plan.categories)
-        with np.errstate(over="ignore", invalid="ignore"):
-            X32 = X.astype(np.float32)
-        if not np.isfinite(X32).all():
-            return None
-        return X32.astype(np.float64)
+        return cast_rows(X, self.plan)
 
     def _scores(self, X: FloatArray) -> FloatArray:
-        out = treelite.gtil.predict(self.model, X, nthread=1, pred_margin=self.plan.margin)
-        return np.asarray(out, dtype=np.float64).reshape(X.shape[0], -1)
+        return gtil_scores(self.model, X, self.plan)
 
     def _link(self, scores: FloatArray) -> FloatArray:
-        link = self.plan.link
-        if link == "identity":
-            return scores
-        if link == "exp":
-            return np.exp(scores)
-        if link == "softmax":
-            shifted = np.exp(scores - scores.max(axis=1, keepdims=True))
-            return np.asarray(shifted / shifted.sum(axis=1, keepdims=True))
-        p1 = np.asarray(expit(2.0 * scores[:, 0] if link == "expit2" else scores[:, 0]))
-        return np.column_stack([1.0 - p1, p1])
+        return link(scores, self.plan)
 
 
-def _unknown_as_missing(
-    X: FloatArray, categories: tuple[tuple[int, FloatArray], ...]
-) -> FloatArray:
-    """Codes a categorical column never had in training become NaN, as in scikit-learn."""
-    if not categories:
-        return np.ascontiguousarray(X)
-    out = np.array(X, dtype=np.float64, order="C", copy=True)
-    for j, known in categories:
-        column = out[:, j]
-        column[~np.isin(column, known) & ~np.isnan(column)] = np.nan
-    return out
-
-
-def _decide(scores: FloatArray, plan: _Plan) -> tuple[NDArray[np.intp], NDArray[np.bool_]]:
-    """Class index per row by the estimator's rule, and rows too close to call."""
-    if plan.decision in ("raw_ge", "raw_gt"):
-        raw = scores[:, 0]
-        positive = raw >= 0 if plan.decision == "raw_ge" else raw > 0
-        return positive.astype(np.intp), np.abs(raw) <= TIE_MARGIN
-    index = np.argmax(scores, axis=1)
-    if scores.shape[1] < 2:
-        return index, np.zeros(len(index), dtype=bool)
-    top = np.partition(scores, -2, axis=1)
-    return index, top[:, -1] - top[:, -2] <= TIE_MARGIN
-
-
-def stack_columns(rows: Rows, columns: tuple[str, ...]) -> FloatArray:
-    """What a passthrough ColumnTransformer gives, as float64 (pandas' own block copy)."""
-    if isinstance(rows, pd.DataFrame):
-        frame = rows if tuple(rows.columns) == columns else rows[list(columns)]
-        return frame.to_numpy(dtype=np.float64)
-    return np.column_stack([np.asarray(rows[c], dtype=np.float64) for c in columns])
-
-
-def passthrough_columns(pipeline: Pipeline) -> tuple[str, ...] | None:
-    """The columns, when preprocessing only passes numeric columns through in order."""
-    if len(pipeline) != 2 or not isinstance(pipeline[0], ColumnTransformer):
-        return None
-    transformers = pipeline[0].transformers  # as built: fitting swaps in FunctionTransformer
-    if pipeline[0].remainder != "drop" or len(transformers) != 1:
-        return None
-    if transformers[0][1] != "passthrough":
-        return None
-    columns = list(transformers[0][2])
-    return tuple(columns) if all(isinstance(c, str) for c in columns) else None
+Compiled = CompiledModel | CompiledComposite
 
 
 def _verified_passthrough(pipeline: Pipeline, X: pd.DataFrame) -> tuple[str, ...] | None:
@@ -348,13 +195,17 @@ def _verified_passthrough(pipeline: Pipeline, X: pd.DataFrame) -> tuple[str, ...
 def _restore(
     pipeline: Pipeline, task: Task, max_rows: int, passthrough: tuple[str, ...] | None
 ) -> CompiledModel:
-    plan = _plan_for(pipeline[-1], task)
+    plan = plan_for(pipeline[-1], task)
     if isinstance(plan, str):
         raise ValueError(plan)
-    model = _import(pipeline[-1])
+    model = import_model(pipeline[-1])
     return CompiledModel(
         ENGINE, task, type(pipeline[-1]).__name__, max_rows, pipeline, model, plan, passthrough
     )
+
+
+def _versions() -> str:
+    return f"treelite {treelite.__version__}, scikit-learn {sklearn.__version__}"
 
 
 # --- serving ----------------------------------------------------------------------------
@@ -370,12 +221,12 @@ class Answer:
 
 
 def predict_rows(
-    pipeline: Pipeline, compiled: CompiledModel | None, rows: Rows, *, with_proba: bool = False
+    pipeline: Pipeline, compiled: Compiled | None, rows: Rows, *, with_proba: bool = False
 ) -> Answer:
     """The pipeline's answer for ``rows``, from the faster engine for this request size.
 
-    ``compiled`` is None when the version has no compiled engine (refused, or not a tree
-    ensemble): scikit-learn answers, preprocessing once for labels and probabilities.
+    ``compiled`` is None when the version has no compiled engine (refused, or no tree
+    model): scikit-learn answers, preprocessing once for labels and probabilities.
     """
     if compiled is not None and compiled.use_for(_n_rows(rows)):
         Xt = compiled.transform(rows)
@@ -407,7 +258,7 @@ def compile_model(
     rng_seed: int = 0,
     *,
     calibrate: bool = True,
-) -> tuple[CompiledModel | None, FidelityReport]:
+) -> tuple[Compiled | None, FidelityReport]:
     """Compile the ensemble step and check it against scikit-learn on ``X_check`` + probes.
 
     ``X_check`` are the training rows (raw, before preprocessing).  Returns the compiled
@@ -416,11 +267,13 @@ def compile_model(
     """
     started = time.perf_counter()
     estimator = pipeline[-1]
-    plan = _plan_for(estimator, task)
+    if composite.is_composite(estimator):
+        return _compile_composite(pipeline, task, X_check, rng_seed, calibrate, started)
+    plan = plan_for(estimator, task)
     if isinstance(plan, str):
         return None, _refused(plan, started)
     try:
-        model = _import(estimator)
+        model = import_model(estimator)
     except _IMPORT_ERRORS as exc:
         return None, _refused(f"treelite cannot import {type(estimator).__name__}: {exc}", started)
     compile_seconds = time.perf_counter() - started
@@ -430,13 +283,65 @@ def compile_model(
     Xt = np.asarray(pipeline[:-1].transform(X_check), dtype=np.float64)
     if Xt.shape[0] == 0:
         return None, _refused("no rows to check the compiled model on", started, compile_seconds)
-    rows = np.vstack(
-        [Xt, probe_rows(estimator, Xt, float32=plan.float32, rng=np.random.default_rng(rng_seed))]
+    rng = np.random.default_rng(rng_seed)
+    rows = np.vstack([Xt, probe_rows(estimator, Xt, rng=rng, missing=not plan.float32)])
+    return _checked(compiled, rows, X_check, calibrate, started, compile_seconds)
+
+
+def _compile_composite(
+    pipeline: Pipeline,
+    task: Task,
+    X_check: pd.DataFrame,
+    rng_seed: int,
+    calibrate: bool,
+    started: float,
+) -> tuple[Compiled | None, FidelityReport]:
+    """Voting, stacking, bagging: members compiled where they can be, then the same check."""
+    estimator = pipeline[-1]
+    Xt = np.asarray(pipeline[:-1].transform(X_check), dtype=np.float64)
+    rng = np.random.default_rng(rng_seed)
+    rows = np.vstack([Xt, probe_rows(estimator, Xt, rng=rng)]) if len(Xt) else Xt
+    rows = rows[np.isfinite(rows).all(axis=1)]  # others are scikit-learn's to answer
+    if rows.shape[0] == 0:
+        return None, _refused("no rows to check the compiled model on", started)
+    root, members = composite.build(estimator, task, rows)
+    compile_seconds = time.perf_counter() - started
+    name = type(estimator).__name__
+    if not any(m["engine"] == ENGINE for m in members):
+        return None, _refused(_uncompiled(name, members), started, compile_seconds, members=members)
+    n_features = int(estimator.n_features_in_)
+    compiled = CompiledComposite(
+        ENGINE, task, name, DEFAULT_MAX_ROWS, pipeline, root, n_features, tuple(members)
     )
+    return _checked(compiled, rows, X_check, calibrate, started, compile_seconds)
+
+
+def _uncompiled(name: str, members: list[composite.MemberRecord]) -> str:
+    """Why a composite has no compiled member."""
+    if len(members) == 1 and members[0]["name"] == name and members[0].get("reason"):
+        return f"{name} is not compiled: {members[0]['reason']}"  # its own step refused
+    listed = ", ".join(f"{m['name']}: {m['kind']}" for m in members[:8])
+    more = f" and {len(members) - 8} more" if len(members) > 8 else ""
+    return (
+        f"{name} is not a tree ensemble the compiled engine supports, nor is any of its "
+        f"members ({listed}{more})"
+    )
+
+
+def _checked(
+    compiled: Compiled,
+    rows: FloatArray,
+    X_check: pd.DataFrame,
+    calibrate: bool,
+    started: float,
+    compile_seconds: float,
+) -> tuple[Compiled | None, FidelityReport]:
+    """The compiled model if it answers as scikit-learn on ``rows``, calibrated; the report."""
+    members = compiled.members if isinstance(compiled, CompiledComposite) else ()
     reason, max_diff = _check(compiled, rows)
     if reason is not None:
-        return None, _refused(reason, started, compile_seconds, max_diff, len(rows))
-    compiled = replace(compiled, passthrough=_verified_passthrough(pipeline, X_check))
+        return None, _refused(reason, started, compile_seconds, max_diff, len(rows), members)
+    compiled = replace(compiled, passthrough=_verified_passthrough(compiled.pipeline, X_check))
     max_rows = _calibrate(compiled, X_check) if calibrate else DEFAULT_MAX_ROWS
     compiled = replace(compiled, max_rows=max_rows)
     return compiled, FidelityReport(
@@ -449,12 +354,13 @@ def compile_model(
         check_seconds=time.perf_counter() - started - compile_seconds,
         crossover_rows=max_rows,
         versions=_versions(),
+        members=tuple(members),
     )
 
 
 def rebuild(
     pipeline: Pipeline, task: Task, recorded: FidelityReport | Mapping[str, Any]
-) -> tuple[CompiledModel | None, FidelityReport]:
+) -> tuple[Compiled | None, FidelityReport]:
     """Re-create the engine of a stored version from its pipeline and recorded verdict.
 
     No training rows at load time: after importing, the engine is checked once more on
@@ -470,7 +376,11 @@ def rebuild(
         return None, report
     started = time.perf_counter()
     try:
-        compiled = _restore(pipeline, task, report.crossover_rows, None)
+        compiled: Compiled = (
+            composite.restore(pipeline, task, report.crossover_rows, None, report.members)
+            if composite.is_composite(pipeline[-1])
+            else _restore(pipeline, task, report.crossover_rows, None)
+        )
     except _IMPORT_ERRORS as exc:
         return None, _refused(f"cannot re-create the compiled engine: {exc}", started)
     compile_seconds = time.perf_counter() - started
@@ -480,11 +390,12 @@ def rebuild(
     if columns is not None:  # preprocessed rows are then frames of those columns
         frame = pd.DataFrame(base, columns=list(columns))
         compiled = replace(compiled, passthrough=_verified_passthrough(pipeline, frame))
+    missing = isinstance(compiled, CompiledModel) and not compiled.plan.float32
     probes = probe_rows(
         compiled.estimator,
         base,
-        float32=compiled.plan.float32,
         rng=rng,
+        missing=missing,
         n_resampled=200,
         max_threshold_rows=1000,
     )
@@ -502,14 +413,18 @@ def rebuild(
     )
 
 
-def _check(compiled: CompiledModel, rows: FloatArray) -> tuple[str | None, float]:
+def _check(compiled: Compiled, rows: FloatArray) -> tuple[str | None, float]:
     """Compare the compiled answers with the estimator's own on ``rows``."""
     estimator = compiled.estimator
     try:
         if compiled.task == "classification":
             labels, proba = compiled.predict_with_proba(rows)
+            expected_labels = estimator.predict(rows)
+            if proba is None:  # hard voting: labels only
+                none = np.zeros((len(rows), 0))
+                return compare(none, none, "probabilities", expected_labels, labels)
             expected = np.asarray(estimator.predict_proba(rows), dtype=np.float64)
-            return compare(expected, proba, "probabilities", estimator.predict(rows), labels)
+            return compare(expected, proba, "probabilities", expected_labels, labels)
         values = compiled.predict(rows)
         expected = np.asarray(estimator.predict(rows), dtype=np.float64)
         return compare(expected, values, "predicted values")
@@ -517,7 +432,7 @@ def _check(compiled: CompiledModel, rows: FloatArray) -> tuple[str | None, float
         return f"the compiled engine failed on the check rows: {exc}", float("inf")
 
 
-def _calibrate(compiled: CompiledModel, X: pd.DataFrame) -> int:
+def _calibrate(compiled: Compiled, X: pd.DataFrame) -> int:
     """The largest request size (rows) up to which the compiled engine beats scikit-learn.
 
     Each engine's time for n rows is close to ``a + b n`` (a per call, b per row), so two
@@ -559,6 +474,7 @@ def _refused(
     compile_seconds: float | None = None,
     max_abs_diff: float = 0.0,
     n_rows_checked: int = 0,
+    members: tuple[composite.MemberRecord, ...] | list[composite.MemberRecord] = (),
 ) -> FidelityReport:
     elapsed = time.perf_counter() - started
     spent = elapsed if compile_seconds is None else compile_seconds
@@ -571,4 +487,5 @@ def _refused(
         compile_seconds=spent,
         check_seconds=elapsed - spent,
         versions=_versions(),
+        members=tuple(members),
     )

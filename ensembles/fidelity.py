@@ -11,20 +11,30 @@ regression values are within 1e-9 (absolute).  The fresh sample is made of
 * for histogram gradient boosting, rows with a missing value in each column and rows with
   a category never seen in training (its own missing-value and categorical routing).
 
-Thresholds are read from the fitted trees: ``tree_`` for forests and gradient boosting;
-histogram gradient boosting keeps its nodes only in the private ``_predictors``, read
-here without changing anything (if it moves in a later scikit-learn, those rows are
-simply not made and the rest of the check still runs).
+Thresholds are read from the fitted trees: ``tree_`` for decision trees, forests and
+gradient boosting; histogram gradient boosting keeps its nodes only in the private
+``_predictors``, read here without changing anything (if it moves in a later scikit-learn,
+those rows are simply not made and the rest of the check still runs).  In voting, stacking
+and bagging ensembles, the trees of every member are read (nested ensembles too), a bagging
+member's feature indices mapped back to the original columns it was given.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 from sklearn.base import BaseEstimator
+from sklearn.ensemble import (
+    BaggingClassifier,
+    BaggingRegressor,
+    StackingClassifier,
+    StackingRegressor,
+    VotingClassifier,
+    VotingRegressor,
+)
 
 __all__ = ["TOLERANCE", "FidelityReport", "compare", "probe_rows", "synthetic_rows"]
 
@@ -47,18 +57,28 @@ class FidelityReport:
     check_seconds: float = 0.0  # the fidelity check (and calibration) on top
     crossover_rows: int = 0  # requests up to this many rows are faster compiled
     versions: str = ""  # library versions the verdict was reached with
+    # Voting, stacking, bagging: each member (name, kind, engine, and the reason when
+    # scikit-learn answers it although it could have been compiled); () for other kinds.
+    members: tuple[dict[str, str], ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         """Plain JSON values (an infinite difference, from a shape mismatch, becomes None)."""
         out = asdict(self)
         out["max_abs_diff"] = self.max_abs_diff if np.isfinite(self.max_abs_diff) else None
+        out["members"] = [dict(m) for m in self.members]
         return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> FidelityReport:
+        """The report as ``as_dict`` gave it (older records lack the later fields)."""
         known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
         if known.get("max_abs_diff") is None:
             known["max_abs_diff"] = float("inf")
+        known["members"] = tuple(
+            {str(k): str(v) for k, v in m.items()}
+            for m in known.get("members") or ()
+            if isinstance(m, dict)
+        )
         return cls(**known)
 
 
@@ -73,28 +93,65 @@ class _Nodes:
     leaf: NDArray[np.bool_]
     categorical: NDArray[np.bool_]
     missing_left: NDArray[np.bool_]
+    float32: bool = True  # compares float32(x) (scikit-learn's trees), else float64
 
 
-def _trees(estimator: BaseEstimator) -> list[_Nodes]:
-    """Every tree of a forest, a gradient boosting or a histogram gradient boosting."""
-    out: list[_Nodes] = []
-    members = getattr(estimator, "estimators_", None)
-    for member in [] if members is None else np.asarray(members, dtype=object).ravel():
+_COMBINED = (VotingClassifier, VotingRegressor, StackingClassifier, StackingRegressor)
+_BAGGING = (BaggingClassifier, BaggingRegressor)
+
+
+def _trees(estimator: BaseEstimator, columns: NDArray[np.intp] | None = None) -> list[_Nodes]:
+    """Every tree of a tree model, or of every member of voting, stacking and bagging.
+
+    ``columns``: the original column of each column the estimator was fed (a bagging
+    member's subset), None when it was fed the original columns.
+    """
+    if isinstance(estimator, _COMBINED):
+        members = [m for m in estimator.estimators_ if not isinstance(m, str)]
+        return [t for m in members for t in _trees(m, columns)]
+    if isinstance(estimator, _BAGGING):
+        out: list[_Nodes] = []
+        for member, features in zip(
+            estimator.estimators_, estimator.estimators_features_, strict=True
+        ):
+            subset = np.asarray(features, dtype=np.intp)
+            out.extend(_trees(member, subset if columns is None else columns[subset]))
+        return out
+    trees = [_tree_nodes(estimator.tree_)] if hasattr(estimator, "tree_") else []
+    fitted = getattr(estimator, "estimators_", None)
+    for member in [] if fitted is None else np.asarray(fitted, dtype=object).ravel():
         tree = getattr(member, "tree_", None)
-        if tree is None:
-            continue
-        left = np.asarray(tree.children_left, dtype=np.intp)
-        out.append(
-            _Nodes(
-                feature=np.asarray(tree.feature, dtype=np.intp),
-                threshold=np.asarray(tree.threshold, dtype=np.float64),
-                left=left,
-                right=np.asarray(tree.children_right, dtype=np.intp),
-                leaf=left == -1,
-                categorical=np.zeros(len(left), dtype=bool),
-                missing_left=np.asarray(tree.missing_go_to_left, dtype=bool),
-            )
-        )
+        if tree is not None:
+            trees.append(_tree_nodes(tree))
+    trees.extend(_histogram_trees(estimator))
+    if columns is None:
+        return trees
+    return [_remapped(t, columns) for t in trees]
+
+
+def _remapped(nodes: _Nodes, columns: NDArray[np.intp]) -> _Nodes:
+    split = ~nodes.leaf
+    feature = nodes.feature.copy()
+    feature[split] = columns[feature[split]]
+    return replace(nodes, feature=feature)
+
+
+def _tree_nodes(tree: Any) -> _Nodes:
+    left = np.asarray(tree.children_left, dtype=np.intp)
+    return _Nodes(
+        feature=np.asarray(tree.feature, dtype=np.intp),
+        threshold=np.asarray(tree.threshold, dtype=np.float64),
+        left=left,
+        right=np.asarray(tree.children_right, dtype=np.intp),
+        leaf=left == -1,
+        categorical=np.zeros(len(left), dtype=bool),
+        missing_left=np.asarray(tree.missing_go_to_left, dtype=bool),
+    )
+
+
+def _histogram_trees(estimator: BaseEstimator) -> list[_Nodes]:
+    """The trees of a histogram gradient boosting (none for other estimators)."""
+    out: list[_Nodes] = []
     # With categorical features, histogram boosting reorders its columns (categorical
     # first) before binning, and its nodes index that order.
     is_categorical = getattr(estimator, "is_categorical_", None)
@@ -118,6 +175,7 @@ def _trees(estimator: BaseEstimator) -> list[_Nodes]:
                     leaf=np.asarray(nodes["is_leaf"], dtype=bool),
                     categorical=np.asarray(nodes["is_categorical"], dtype=bool),
                     missing_left=np.asarray(nodes["missing_go_to_left"], dtype=bool),
+                    float32=False,
                 )
             )
     return out
@@ -134,7 +192,7 @@ def _around(threshold: float, float32: bool) -> list[float]:
 
 
 def _threshold_cells(
-    trees: list[_Nodes], base: FloatArray, float32: bool, rng: np.random.Generator
+    trees: list[_Nodes], base: FloatArray, rng: np.random.Generator
 ) -> tuple[list[int], list[int], list[float]]:
     """(base row, column, value) so that the row reaches a node and sits on its threshold.
 
@@ -146,6 +204,7 @@ def _threshold_cells(
     cols: list[int] = []
     values: list[float] = []
     for nodes in trees:
+        float32 = nodes.float32
         for b in rng.integers(0, len(base), size=_BASES_PER_TREE).tolist():
             x = base[b]
             node = 0
@@ -165,17 +224,18 @@ def probe_rows(
     estimator: BaseEstimator,
     Xt: FloatArray,
     *,
-    float32: bool,
     rng: np.random.Generator,
+    missing: bool = False,
     n_resampled: int = 2000,
     max_threshold_rows: int = _MAX_THRESHOLD_ROWS,
 ) -> FloatArray:
-    """The fresh sample: resampled rows, rows on split thresholds, missing/unseen probes."""
+    """The fresh sample: resampled rows, rows on split thresholds (of every tree member),
+    and with ``missing`` (histogram gradient boosting) missing and unseen-category probes."""
     n, d = Xt.shape
     picks = rng.integers(0, n, size=(n_resampled, d))
     resampled = Xt[picks, np.arange(d)]
     trees = _trees(estimator)
-    rows, cols, values = _threshold_cells(trees, Xt, float32, rng)
+    rows, cols, values = _threshold_cells(trees, Xt, rng)
     if len(rows) > max_threshold_rows:
         keep = np.sort(rng.choice(len(rows), size=max_threshold_rows, replace=False))
         rows = [rows[i] for i in keep]
@@ -184,7 +244,7 @@ def probe_rows(
     on_thresholds = Xt[np.asarray(rows, dtype=np.intp)].copy()
     on_thresholds[np.arange(len(rows)), np.asarray(cols, dtype=np.intp)] = values
     parts = [resampled, on_thresholds]
-    if not float32:  # histogram gradient boosting: NaN is a value it routes itself
+    if missing:  # histogram gradient boosting: NaN is a value it routes itself
         parts.append(_missing_and_unseen(trees, resampled[: min(len(resampled), 20)]))
     return np.vstack(parts)
 

@@ -4,9 +4,10 @@ preprocessing, and one call that answers a request from the faster engine for it
 Built once when a version is loaded into the service's cache (:func:`prepare`), then
 shared by every request (it holds no per-request state):
 
-* the compiled engine (:mod:`ensembles.compiled`) is re-created only if the version's
+* the compiled engine (:mod:`ensembles.compiled`: a tree ensemble, or a voting, stacking
+  or bagging ensemble with its tree members compiled) is re-created only if the version's
   metadata recorded that it passed the fidelity check when the version was created; a
-  version without that record (older, refused, or not a tree ensemble) is served by
+  version without that record (older, refused, or without tree models) is served by
   scikit-learn, as is one whose engine no longer answers the same at load time;
 * when the preprocessing only passes numeric columns through (tables of numbers without
   missing values), stacking the request's columns as float64 is exactly what the
@@ -41,7 +42,7 @@ from ensembles.catalog import Task
 from ensembles.compiled import (
     SKLEARN,
     Answer,
-    CompiledModel,
+    Compiled,
     FidelityReport,
     passthrough_columns,
     rebuild,
@@ -62,7 +63,7 @@ class Servable:
 
     pipeline: Pipeline
     task: Task
-    compiled: CompiledModel | None = None
+    compiled: Compiled | None = None
     passthrough: tuple[str, ...] | None = None  # columns whose float64 stack is the input
     inference: FidelityReport | None = field(default=None, repr=False)
 
@@ -146,7 +147,7 @@ def prepare(pipeline: Pipeline, task: Task, recorded: Mapping[str, Any] | None) 
     the compiled engine existed: scikit-learn serves them).  Call from a worker thread:
     re-creating an engine takes tens of milliseconds.
     """
-    compiled: CompiledModel | None = None
+    compiled: Compiled | None = None
     report: FidelityReport | None = None
     if recorded is not None:
         compiled, report = rebuild(pipeline, task, recorded)

@@ -19,8 +19,10 @@ than they give: logistic regression fits 2-3x faster).  The stored model keeps `
 unset, so its predictions run in one thread, in order, bit for bit repeatable.
 
 Once fitted and measured, the model is compiled for serving where it can be
-(:func:`ensembles.compiled.compile_model`): the verdict, engine or the reason for
-scikit-learn, is returned in ``FittedModel.inference`` for the version's metadata.
+(:func:`ensembles.compiled.compile_model`: tree ensembles, and voting, stacking and bagging
+ensembles with tree members): the verdict, engine or the reason for scikit-learn, and for
+those composites each member's engine, is returned in ``FittedModel.inference`` for the
+version's metadata.
 """
 
 from __future__ import annotations

@@ -139,6 +139,12 @@ class InferenceOut(BaseModel):
         default=None, description="Requests up to this many rows use the compiled engine."
     )
     versions: str | None = Field(default=None, description="Library versions that decided.")
+    members: list[dict[str, str]] = Field(
+        default_factory=list,
+        description="Voting, stacking and bagging: each member (`name`, `kind`) and the engine "
+        "that answers it (`treelite-gtil`, `numpy` or `scikit-learn`, with `reason` when "
+        "scikit-learn answers a member that could have been compiled); empty for other kinds.",
+    )
 
 
 class VersionOut(BaseModel):

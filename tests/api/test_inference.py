@@ -71,6 +71,25 @@ async def test_the_version_records_the_engine_chosen_at_creation(api: Api, app: 
     assert servable.compiled is None
 
 
+async def test_a_voting_ensemble_with_a_forest_member_is_compiled_member_by_member(
+    api: Api, app: FastAPI
+) -> None:
+    dataset = await api.iris()
+    members = [
+        {"name": "lr", "kind": "logistic_regression"},
+        {"name": "rf", "kind": "random_forest", "params": {"n_estimators": 8}},
+        {"name": "nb", "kind": "gaussian_nb"},
+    ]
+    voting = {"kind": "voting", "params": {"voting": "soft"}, "estimators": members}
+    version = await api.train("iris-mixed-vote", {**forest(dataset), "ensemble": voting})
+    inference = version["inference"]
+    assert inference["ok"] is True and inference["engine"] == compiled_module.ENGINE
+    engines = {m["name"]: m["engine"] for m in inference["members"]}
+    assert engines == {"lr": "numpy", "rf": compiled_module.ENGINE, "nb": "numpy"}
+    servable = await _predict_and_compare(api, app, "iris-mixed-vote")
+    assert servable.compiled is not None and servable.engine_for(1) == compiled_module.ENGINE
+
+
 async def test_a_forced_fidelity_failure_is_served_by_sklearn_with_the_reason(
     api: Api, app: FastAPI, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -347,7 +347,10 @@ def test_a_model_failing_the_fidelity_check_is_served_by_sklearn_with_the_reason
 @pytest.mark.parametrize(
     ("raw", "reason"),
     [
-        ({"kind": "bagging", "params": {"n_estimators": 4}}, "BaggingClassifier is not a tree"),
+        (
+            {"kind": "bagging", "params": {"n_estimators": 4}, "estimator": {"kind": "knn"}},
+            "BaggingClassifier is not a tree",
+        ),
         ({"kind": "adaboost", "params": {"n_estimators": 4}}, "AdaBoostClassifier is not a tree"),
     ],
     ids=["bagging", "adaboost"],

@@ -219,9 +219,10 @@ def test_members_without_samples_are_the_same_members() -> None:
 
 def test_training_records_the_verdict_and_keeps_n_jobs_unset() -> None:
     assert fitted("random_forest").inference is not None
-    voting = fitted("soft_voting").inference
-    assert voting is not None and voting["ok"] is False and voting["engine"] == SKLEARN
-    assert "not a tree ensemble" in voting["reason"]
+    voting = fitted("soft_voting").inference  # its decision tree is compiled (numpy: lr, nb)
+    assert voting is not None and voting["ok"] is True and voting["engine"] == ENGINE
+    engines = {m["name"]: m["engine"] for m in voting["members"]}
+    assert engines == {"lr": "numpy", "tree": ENGINE, "nb": "numpy"}
     for kind in ("random_forest", "bagging", "soft_voting", "stacking"):
         ensemble = fitted(kind).pipeline[-1]
         assert ensemble.get_params()["n_jobs"] is None

@@ -1,0 +1,299 @@
+"""The tree engine: treelite's GTIL walking scikit-learn's fitted trees, answering as it does.
+
+One fitted tree model (a forest, extra trees, gradient boosting, histogram gradient
+boosting, a single decision tree, or the trees of a bagging ensemble together) becomes a
+treelite model plus a :class:`Plan`: how rows are prepared for it and how GTIL's raw
+output becomes the estimator's own probabilities, values and labels.  Used for whole
+ensembles by :mod:`ensembles.compiled` and for the tree members of voting, stacking and
+bagging by :mod:`ensembles.composite`; exactness rules are described in the former.
+
+Single decision trees, and the trees of a bagging ensemble with their feature subsets,
+have no importer of their own: they are handed to treelite's random forest importer as a
+forest (a forest's answer is the mean of its trees' answers, so a one-tree forest is the
+tree, and a forest of a bagging's trees is the bagging's mean), with each tree's feature
+indices mapped back to the original columns and its class columns placed where its
+(possibly fewer) classes sit among the ensemble's.
+"""
+
+from __future__ import annotations
+
+import copy
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import Any, Literal
+
+import numpy as np
+import treelite
+import treelite.gtil
+import treelite.sklearn
+from numpy.typing import NDArray
+from scipy.special import expit
+from sklearn.base import BaseEstimator
+from sklearn.ensemble import (
+    ExtraTreesClassifier,
+    ExtraTreesRegressor,
+    GradientBoostingClassifier,
+    GradientBoostingRegressor,
+    HistGradientBoostingClassifier,
+    HistGradientBoostingRegressor,
+    RandomForestClassifier,
+    RandomForestRegressor,
+)
+from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
+
+from ensembles.catalog import Task
+
+__all__ = [
+    "ENGINE",
+    "FORESTS",
+    "IMPORT_ERRORS",
+    "TIE_MARGIN",
+    "TREES",
+    "Plan",
+    "cast_rows",
+    "decide",
+    "first_max",
+    "gtil_scores",
+    "import_model",
+    "import_trees",
+    "link",
+    "plan_for",
+]
+
+ENGINE = "treelite-gtil"
+TIE_MARGIN = 1e-9
+FloatArray = NDArray[np.float64]
+IntArray = NDArray[np.intp]
+BoolArray = NDArray[np.bool_]
+
+FORESTS = (
+    RandomForestClassifier,
+    RandomForestRegressor,
+    ExtraTreesClassifier,
+    ExtraTreesRegressor,
+)
+TREES = (DecisionTreeClassifier, DecisionTreeRegressor)  # ExtraTree* are subclasses
+_BOOSTING = (GradientBoostingClassifier, GradientBoostingRegressor)
+_HISTOGRAM = (HistGradientBoostingClassifier, HistGradientBoostingRegressor)
+IMPORT_ERRORS = (treelite.TreeliteError, NotImplementedError, ValueError, TypeError)
+
+Link = Literal["identity", "exp", "expit", "expit2", "softmax"]
+Decision = Literal["proba", "raw_ge", "raw_gt", "raw_argmax", "none"]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How GTIL's output becomes the estimator's own answers."""
+
+    float32: bool  # scikit-learn casts X to float32 before comparing
+    margin: bool  # read raw scores and apply ``link`` here
+    link: Link
+    decision: Decision  # which scores the label is the (first) maximum of
+    # Histogram boosting's categorical columns and their known codes: any other value is
+    # unknown, which its own encoder turns into NaN (missing) and GTIL would not.
+    categories: tuple[tuple[int, FloatArray], ...] = ()
+
+
+def plan_for(estimator: BaseEstimator, task: Task) -> Plan | str:
+    """The plan for a supported kind, else the reason it is not compiled."""
+    name = type(estimator).__name__
+    classifier = task == "classification"
+    if classifier != hasattr(estimator, "classes_"):
+        return f"{name} does not match the task {task!r}"
+    if isinstance(estimator, FORESTS + TREES):
+        if getattr(estimator, "n_outputs_", 1) != 1:
+            return f"{name} with several outputs is not compiled"
+        return Plan(True, False, "identity", "proba" if classifier else "none")
+    n_classes = len(getattr(estimator, "classes_", ()))
+    if isinstance(estimator, _BOOSTING):
+        if not classifier:
+            return Plan(True, True, "identity", "none")
+        if n_classes > 2:
+            return Plan(True, True, "softmax", "raw_argmax")
+        link_name: Link = "expit2" if estimator.loss == "exponential" else "expit"
+        return Plan(True, True, link_name, "raw_ge")
+    if isinstance(estimator, _HISTOGRAM):
+        categories = _known_categories(estimator)
+        if isinstance(categories, str):
+            return categories
+        if classifier:  # labels: raw > 0 (binary), first maximum of raw scores (multiclass)
+            if n_classes > 2:
+                return Plan(False, True, "softmax", "raw_argmax", categories)
+            return Plan(False, True, "expit", "raw_gt", categories)
+        if estimator.loss in ("poisson", "gamma"):
+            return Plan(False, True, "exp", "none", categories)
+        if estimator.loss in ("squared_error", "absolute_error", "quantile"):
+            return Plan(False, True, "identity", "none", categories)
+        return f"{name} with loss {estimator.loss!r} has no known inverse link"
+    return f"{name} is not a tree ensemble the compiled engine supports"
+
+
+def _known_categories(estimator: BaseEstimator) -> tuple[tuple[int, FloatArray], ...] | str:
+    """Each categorical column's known codes, read from histogram boosting's own encoder.
+
+    scikit-learn exposes only ``is_categorical_``; the codes live in the private
+    ``_preprocessor`` (which treelite's importer reads too).  If it moves, the model is
+    refused rather than guessed at.
+    """
+    is_categorical = getattr(estimator, "is_categorical_", None)
+    if is_categorical is None or not np.any(is_categorical):
+        return ()
+    try:
+        encoder = estimator._preprocessor.named_transformers_["encoder"]
+        known = [np.asarray(c, dtype=np.float64) for c in encoder.categories_]
+    except (AttributeError, KeyError, TypeError, ValueError):
+        return "cannot read the known categories of this histogram gradient boosting"
+    columns = np.flatnonzero(is_categorical).tolist()
+    if len(columns) != len(known):
+        return "its categorical columns and known categories do not line up"
+    return tuple((j, codes[~np.isnan(codes)]) for j, codes in zip(columns, known, strict=True))
+
+
+def import_model(estimator: BaseEstimator) -> Any:
+    """The treelite model of a fitted estimator (raises one of ``IMPORT_ERRORS``)."""
+    if isinstance(estimator, TREES):
+        n_classes = len(estimator.classes_) if hasattr(estimator, "classes_") else None
+        return import_trees([(estimator, None)], int(estimator.n_features_in_), n_classes)
+    source = estimator
+    fitted = len(getattr(estimator, "estimators_", ()))
+    if isinstance(estimator, _BOOSTING + FORESTS) and fitted != estimator.n_estimators:
+        # Early stopping (or a warm start) leaves fewer stages than n_estimators, which
+        # treelite's importer reads: give it a shallow copy that says how many there are.
+        source = copy.copy(estimator)
+        source.n_estimators = fitted
+    with warnings.catch_warnings():
+        # treelite casts histogram boosting's category lists (NaN included) to int64.
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return treelite.sklearn.import_model(source)
+
+
+def import_trees(
+    trees: Sequence[tuple[BaseEstimator, NDArray[Any] | None]],
+    n_features: int,
+    n_classes: int | None,
+) -> Any:
+    """One treelite forest of single decision trees, each with the columns it was fed.
+
+    ``trees`` are (fitted tree, original column of each of its features, or None: all);
+    ``n_classes`` is the number of classes of the whole ensemble (None: regression), whose
+    encoded labels 0..n-1 the trees' ``classes_`` are.  GTIL then gives the mean over the
+    trees of each tree's ``predict_proba`` / ``predict``, for rows of ``n_features`` columns.
+    """
+    classifier = n_classes is not None
+    forest: BaseEstimator = (
+        RandomForestClassifier(n_estimators=len(trees))
+        if classifier
+        else RandomForestRegressor(n_estimators=len(trees))
+    )
+    forest.estimators_ = [_as_tree(tree, features, n_classes) for tree, features in trees]
+    forest.n_outputs_ = 1
+    forest.n_features_in_ = n_features
+    if classifier:
+        forest.n_classes_ = n_classes
+    return treelite.sklearn.import_model(forest)
+
+
+def _as_tree(
+    tree: BaseEstimator, features: NDArray[Any] | None, n_classes: int | None
+) -> SimpleNamespace:
+    """The ``tree_`` arrays treelite's importer reads, in the ensemble's columns and classes."""
+    t = tree.tree_
+    if getattr(tree, "n_outputs_", 1) != 1:
+        raise ValueError("trees with several outputs are not compiled")
+    feature = np.asarray(t.feature, dtype=np.int64)
+    if features is not None:
+        feature = feature.copy()
+        split = feature >= 0
+        feature[split] = np.asarray(features, dtype=np.int64)[feature[split]]
+    value = np.asarray(t.value, dtype=np.float64)
+    if n_classes is not None and value.shape[2] != n_classes:
+        # A bagging member whose sample missed some classes: its classes_ are the encoded
+        # labels (0..n-1) it saw, the columns its probabilities go to.
+        classes = np.asarray(tree.classes_).astype(np.int64)
+        full = np.zeros((value.shape[0], 1, n_classes))
+        full[:, :, classes] = value[:, :, : len(classes)]
+        value = full
+    arrays = SimpleNamespace(
+        node_count=int(t.node_count),
+        children_left=np.asarray(t.children_left, dtype=np.int64),
+        children_right=np.asarray(t.children_right, dtype=np.int64),
+        feature=feature,
+        threshold=np.asarray(t.threshold, dtype=np.float64),
+        value=np.ascontiguousarray(value),
+        missing_go_to_left=np.asarray(t.missing_go_to_left, dtype=np.uint8),
+        n_node_samples=np.asarray(t.n_node_samples, dtype=np.int64),
+        weighted_n_node_samples=np.asarray(t.weighted_n_node_samples, dtype=np.float64),
+        impurity=np.asarray(t.impurity, dtype=np.float64),
+    )
+    return SimpleNamespace(tree_=arrays)
+
+
+# --- evaluating -------------------------------------------------------------------------
+
+
+def cast_rows(X: FloatArray, plan: Plan) -> FloatArray | None:
+    """The rows GTIL must see to compare as scikit-learn does (None: it can't).
+
+    scikit-learn's trees compare ``float32(x)``: a value beyond float32 becomes infinite,
+    which scikit-learn refuses; histogram boosting compares float64 and routes NaN.
+    """
+    if not plan.float32:
+        return _unknown_as_missing(X, plan.categories)
+    with np.errstate(over="ignore", invalid="ignore"):
+        X32 = X.astype(np.float32)
+    if not np.isfinite(X32).all():
+        return None
+    return X32.astype(np.float64)
+
+
+def _unknown_as_missing(
+    X: FloatArray, categories: tuple[tuple[int, FloatArray], ...]
+) -> FloatArray:
+    """Codes a categorical column never had in training become NaN, as in scikit-learn."""
+    if not categories:
+        return np.ascontiguousarray(X)
+    out = np.array(X, dtype=np.float64, order="C", copy=True)
+    for j, known in categories:
+        column = out[:, j]
+        column[~np.isin(column, known) & ~np.isnan(column)] = np.nan
+    return out
+
+
+def gtil_scores(model: Any, X: FloatArray, plan: Plan) -> FloatArray:
+    """GTIL's output, one row per row of X (raw margins when the plan applies the link)."""
+    out = treelite.gtil.predict(model, X, nthread=1, pred_margin=plan.margin)
+    return np.asarray(out, dtype=np.float64).reshape(X.shape[0], -1)
+
+
+def link(scores: FloatArray, plan: Plan) -> FloatArray:
+    """Probabilities or values from GTIL's scores, by the estimator's own link."""
+    name = plan.link
+    if name == "identity":
+        return scores
+    if name == "exp":
+        return np.exp(scores)
+    if name == "softmax":
+        shifted = np.exp(scores - scores.max(axis=1, keepdims=True))
+        return np.asarray(shifted / shifted.sum(axis=1, keepdims=True))
+    p1 = np.asarray(expit(2.0 * scores[:, 0] if name == "expit2" else scores[:, 0]))
+    return np.column_stack([1.0 - p1, p1])
+
+
+def decide(scores: FloatArray, plan: Plan) -> tuple[IntArray, BoolArray]:
+    """Class index per row by the estimator's rule, and rows too close to call."""
+    if plan.decision in ("raw_ge", "raw_gt"):
+        raw = scores[:, 0]
+        positive = raw >= 0 if plan.decision == "raw_ge" else raw > 0
+        return positive.astype(np.intp), np.abs(raw) <= TIE_MARGIN
+    return first_max(scores)
+
+
+def first_max(scores: FloatArray, margin: float = TIE_MARGIN) -> tuple[IntArray, BoolArray]:
+    """The first maximum of each row, and rows whose top two are within ``margin``."""
+    index = np.argmax(scores, axis=1)
+    if scores.shape[1] < 2:
+        return index, np.zeros(len(index), dtype=bool)
+    top = np.partition(scores, -2, axis=1)
+    return index, top[:, -1] - top[:, -2] <= margin
