@@ -1,24 +1,65 @@
 """Request bodies read by hand: the routes whose problems must all be reported at once,
-or whose bodies are too large to parse on the event loop."""
+whose bodies are too large to parse on the event loop, or that take tables (Arrow IPC,
+Parquet) as well as JSON."""
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Final, Literal
 
+import pyarrow as pa
+import pyarrow.ipc as ipc
+import pyarrow.parquet as pq
 from starlette.requests import Request
 
 from app.problems import InvalidRequestError, UnsupportedMediaTypeError
-from ensembles import Problem
+from ensembles import Problem, TooLargeError
+from ensembles.prediction import check_row_count
+
+TableFormat = Literal["arrow", "parquet"]
+ARROW_STREAM: Final = "application/vnd.apache.arrow.stream"
+ARROW_FILE: Final = "application/vnd.apache.arrow.file"
+PARQUET: Final = "application/vnd.apache.parquet"
+# Media types of table bodies (prediction batches) and the format each one names.
+TABLE_MEDIA_TYPES: Final[dict[str, TableFormat]] = {
+    ARROW_STREAM: "arrow",
+    ARROW_FILE: "arrow",
+    PARQUET: "parquet",
+    "application/x-parquet": "parquet",
+}
+_ARROW_FILE_MAGIC = b"ARROW1"
+_NAMES = {"arrow": "Arrow IPC stream", "parquet": "Parquet file"}
+
+
+def media_type(request: Request) -> str:
+    """The body's media type, without parameters, lower case ('' when absent)."""
+    return request.headers.get("content-type", "").split(";")[0].strip().lower()
+
+
+def is_json(media: str) -> bool:
+    return media == "application/json" or media.endswith("+json")
 
 
 def check_json_media_type(request: Request) -> None:
-    media = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if media != "application/json" and not media.endswith("+json"):
+    media = media_type(request)
+    if not is_json(media):
         raise UnsupportedMediaTypeError(
             f"cannot take a {media or 'untyped'} body",
             [Problem(("body",), "send application/json")],
         )
+
+
+async def read_prediction_body(request: Request) -> tuple[bytes, TableFormat | None]:
+    """The raw body of a prediction request and its table format (None: JSON); 415 for
+    any other media type."""
+    media = media_type(request)
+    fmt = TABLE_MEDIA_TYPES.get(media)
+    if fmt is None and not is_json(media):
+        msg = f"send application/json, or a table as {ARROW_STREAM} or {PARQUET}"
+        raise UnsupportedMediaTypeError(
+            f"cannot take a {media or 'untyped'} body", [Problem(("body",), msg)]
+        )
+    return await request.body(), fmt
 
 
 async def read_json_bytes(request: Request) -> bytes:
@@ -40,3 +81,41 @@ def _loads(body: bytes) -> Any:
         raise InvalidRequestError(
             "the body is not valid JSON", [Problem(("body",), f"invalid JSON: {exc}")]
         ) from None
+
+
+def read_table_body(content: bytes, fmt: TableFormat, max_rows: int | None) -> pa.Table:
+    """The rows of an Arrow IPC (stream or file) or Parquet body, as one Arrow table.
+
+    Unreadable bytes are a 422 at ``("body",)``; more than ``max_rows`` rows a 413
+    (Parquet: counted from its footer, before any column is decoded).  An IPC stream is
+    read without copying the numbers: the table's buffers point into ``content``.
+    Blocking (CPU): call it from a worker thread.
+    """
+    try:
+        if fmt == "parquet":
+            parquet = pq.ParquetFile(pa.BufferReader(content))
+            if max_rows is not None and parquet.metadata.num_rows > max_rows:
+                check_row_count(parquet.metadata.num_rows, max_rows)
+            return parquet.read()
+        return _read_arrow(content, max_rows)
+    except (pa.ArrowException, OSError, ValueError, TypeError) as exc:
+        what = f"not a readable {_NAMES[fmt]}"
+        problem = Problem(("body",), f"{what}: {exc}")
+        raise InvalidRequestError(f"the body is {what}", [problem]) from None
+
+
+def _read_arrow(content: bytes, max_rows: int | None) -> pa.Table:
+    """Record batches one by one, so a body over the row limit is not decoded to its end."""
+    buffer = pa.py_buffer(content)
+    if content.startswith(_ARROW_FILE_MAGIC):
+        return ipc.open_file(buffer).read_all()
+    reader = ipc.open_stream(buffer)
+    batches: list[pa.RecordBatch] = []
+    n_rows = 0
+    for batch in reader:
+        n_rows += batch.num_rows
+        if max_rows is not None and n_rows > max_rows:
+            msg = f"more than {max_rows} rows; at most {max_rows} rows per request"
+            raise TooLargeError("too many rows in one request", [Problem(("instances",), msg)])
+        batches.append(batch)
+    return pa.Table.from_batches(batches, schema=reader.schema)

@@ -1,23 +1,32 @@
--- wrk script: POST JSON bodies read from a file (one body per line), in turn, and print
--- the latency distribution as one JSON line (prefixed WRKJSON) when the run ends.
+-- wrk script: POST bodies read from files (one whole body per file, binary-safe), in turn,
+-- with one Content-Type, and print the latency distribution as one JSON line (prefixed
+-- WRKJSON) when the run ends.
 --
---   wrk -t1 -c16 -d2s --timeout 30s -s benchmarks/bodies.lua URL -- BODIES_FILE
+--   wrk -t1 -c16 -d2s --timeout 30s -s benchmarks/bodies.lua URL -- CONTENT_TYPE FILE...
 --
--- Every request is formatted once, in init(): a 10,000-row body is megabytes, and
--- formatting it per request would make wrk, not the service, the bottleneck.
+-- The URL's query string (e.g. ?return_proba=true for table bodies) is sent as it is.
+-- Files are read in binary mode ("rb"): an Arrow IPC body holds any byte, newlines and
+-- zeros included, and Lua strings carry them unchanged.  Every request is formatted once,
+-- in init(): a 10,000-row body is megabytes, and formatting it per request would make
+-- wrk, not the service, the bottleneck.
 
 local requests = {}
 local counter = 0
 
+local function read_body(path)
+  local file = assert(io.open(path, "rb"))
+  local body = file:read("*a")
+  file:close()
+  return body
+end
+
 function init(args)
-  local headers = { ["Content-Type"] = "application/json" }
-  for line in io.lines(args[1]) do
-    if #line > 0 then
-      requests[#requests + 1] = wrk.format("POST", nil, headers, line)
-    end
+  if #args < 2 then
+    error("usage: -- CONTENT_TYPE FILE [FILE ...]")
   end
-  if #requests == 0 then
-    error("no bodies in " .. args[1])
+  local headers = { ["Content-Type"] = args[1] }
+  for i = 2, #args do
+    requests[#requests + 1] = wrk.format("POST", nil, headers, read_body(args[i]))
   end
   -- Threads start at different bodies, so 16 connections do not send the same row at once.
   counter = math.random(0, #requests - 1)

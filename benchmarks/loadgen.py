@@ -15,6 +15,7 @@ client sends its next request when the previous answer has arrived).
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
 import shutil
@@ -28,6 +29,7 @@ import httpx
 import numpy as np
 
 LUA = Path(__file__).with_name("bodies.lua")
+JSON = "application/json"
 PERCENTILES = (50, 90, 95, 99)
 
 
@@ -76,15 +78,37 @@ class LoadGenerator:
     def close(self) -> None:
         self._folder.cleanup()
 
-    def run(self, url: str, bodies: list[bytes], clients: int, seconds: float) -> Run:
+    def run(
+        self,
+        url: str,
+        bodies: list[bytes],
+        clients: int,
+        seconds: float,
+        content_type: str = JSON,
+    ) -> Run:
+        """Closed-loop load: ``bodies`` (bytes of any kind) POSTed in turn to ``url`` (its
+        query string included) with ``content_type``."""
         if self.wrk is not None:
-            return self._wrk(url, bodies, clients, seconds)
-        return asyncio.run(_python_run(url, bodies, clients, seconds))
+            return self._wrk(url, bodies, clients, seconds, content_type)
+        return asyncio.run(_python_run(url, bodies, clients, seconds, content_type))
 
-    def _wrk(self, url: str, bodies: list[bytes], clients: int, seconds: float) -> Run:
-        path = Path(self._folder.name) / f"bodies-{id(bodies)}.jsonl"
-        if not path.exists():
-            path.write_bytes(b"\n".join(bodies) + b"\n")
+    def _body_files(self, bodies: list[bytes]) -> list[str]:
+        """One file per body (written once per list of bodies), read by wrk in binary mode.
+        Named by the bodies' digest, not by ``id()``: a list freed after one model may share
+        its id with another model's list."""
+        digest = hashlib.sha256()
+        for body in bodies:
+            digest.update(hashlib.sha256(body).digest())
+        folder = Path(self._folder.name) / f"bodies-{digest.hexdigest()[:16]}"
+        if not folder.exists():
+            folder.mkdir()
+            for i, body in enumerate(bodies):
+                (folder / f"{i}.body").write_bytes(body)
+        return [str(folder / f"{i}.body") for i in range(len(bodies))]
+
+    def _wrk(
+        self, url: str, bodies: list[bytes], clients: int, seconds: float, content_type: str
+    ) -> Run:
         command = [
             self.wrk or "wrk",
             "-t1",
@@ -96,7 +120,8 @@ class LoadGenerator:
             str(LUA),
             url,
             "--",
-            str(path),
+            content_type,
+            *self._body_files(bodies),
         ]
         done = subprocess.run(command, capture_output=True, text=True, check=False)
         line = next((x for x in done.stdout.splitlines() if x.startswith("WRKJSON ")), None)
@@ -116,10 +141,12 @@ class LoadGenerator:
         )
 
 
-async def _python_run(url: str, bodies: list[bytes], clients: int, seconds: float) -> Run:
+async def _python_run(
+    url: str, bodies: list[bytes], clients: int, seconds: float, content_type: str
+) -> Run:
     """The fallback: ``clients`` asyncio tasks, each one request at a time."""
     limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
-    headers = {"Content-Type": "application/json"}
+    headers = {"Content-Type": content_type}
     latencies: list[float] = []
     errors = 0
     async with httpx.AsyncClient(limits=limits, timeout=60.0) as client:

@@ -19,7 +19,8 @@ What it does, on 127.0.0.1 only and in a few minutes:
 4. loads the service with wrk (or a Python fallback, see ``loadgen.py``):
    single-row requests with 1 client (latency p50/p95/p99) and with 16 clients
    (throughput), then 100-row and 10,000-row requests with 1 client.  Single rows are
-   sent as records, batches as columnar JSON; classification requests ask for
+   sent as records, batches as columnar JSON, and the same 10,000 rows once more as an
+   Arrow IPC stream body (options in the query string); classification requests ask for
    probabilities.  Before timing, every body's answer is checked against the floor
    model: labels identical, probabilities/values within 1e-9.
 
@@ -58,7 +59,9 @@ import httpx
 import joblib
 import numpy as np
 import pandas as pd
-from loadgen import LoadGenerator, Run, find_wrk
+import pyarrow as pa
+import pyarrow.ipc as ipc
+from loadgen import JSON, LoadGenerator, Run, find_wrk
 from sklearn import datasets
 
 from ensembles import (
@@ -73,6 +76,7 @@ from ensembles import (
 ROOT = Path(__file__).resolve().parent.parent
 SEED = 42
 TOLERANCE = 1e-9
+ARROW = "application/vnd.apache.arrow.stream"
 EVALUATION = {"holdout_fraction": 0.0, "cv_folds": 0}  # the service fits the same rows
 BASE_MEMBERS: list[dict[str, Any]] = [
     {"name": "lr", "kind": "logistic_regression"},
@@ -154,6 +158,7 @@ class Scenario:
     size: int  # rows per request
     clients: int
     n_bodies: int
+    body: str = "json"  # json (records for one row, else columnar) or arrow (IPC stream)
 
 
 SCENARIOS = [
@@ -161,6 +166,7 @@ SCENARIOS = [
     Scenario("single_16", "1 row, 16 clients", 1, 16, 16),
     Scenario("rows_100", "100 rows, 1 client", 100, 1, 4),
     Scenario("rows_10000", "10,000 rows, 1 client", 10_000, 1, 2),
+    Scenario("rows_10000_arrow", "10,000 rows as Arrow, 1 client", 10_000, 1, 2, "arrow"),
 ]
 
 
@@ -293,10 +299,22 @@ def direct_fit(ref: Reference, data: Dataset) -> float:
 
 @dataclass
 class Workload:
-    """The frames of one scenario (for the floor) and the request bodies (the same rows)."""
+    """The frames of one scenario (for the floor) and the request bodies (the same rows),
+    sent with ``content_type`` to the predict URL plus ``query``."""
 
     frames: list[pd.DataFrame]
     bodies: list[bytes]
+    content_type: str = JSON
+    query: str = ""
+
+
+def arrow_body(frame: pd.DataFrame) -> bytes:
+    """The rows as an Arrow IPC stream: one column per feature, as a client would send it."""
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    sink = pa.BufferOutputStream()
+    with ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return bytes(sink.getvalue().to_pybytes())
 
 
 def workloads(data: Dataset, classifier: bool, rng: np.random.Generator) -> dict[str, Workload]:
@@ -319,7 +337,13 @@ def workloads(data: Dataset, classifier: bool, rng: np.random.Generator) -> dict
                     instances = {"columns": columns, "data": frame.to_numpy().tolist()}
                 bodies.append(json.dumps({"instances": instances, "options": options}).encode())
             by_size[key] = Workload(frames, bodies)
-        out[scenario.key] = by_size[key]
+        same_rows = by_size[key]
+        if scenario.body == "arrow":  # the very rows of the JSON scenario of this size
+            query = "?return_proba=true" if classifier else ""
+            bodies = [arrow_body(frame) for frame in same_rows.frames]
+            out[scenario.key] = Workload(same_rows.frames, bodies, ARROW, query)
+        else:
+            out[scenario.key] = same_rows
     return out
 
 
@@ -328,8 +352,9 @@ def check_answers(
 ) -> float:
     """Each body's answer against the floor model: labels identical, values within 1e-9."""
     worst = 0.0
+    headers = {"Content-Type": work.content_type}
     for frame, body in zip(work.frames, work.bodies, strict=True):
-        response = client.post(url, content=body, headers={"Content-Type": "application/json"})
+        response = client.post(url + work.query, content=body, headers=headers)
         if response.status_code != 200:
             raise RuntimeError(f"predict answered {response.status_code}: {response.text[:500]}")
         answer = response.json()
@@ -415,7 +440,8 @@ def measure_model(
             budget = 3.0 if scenario.size >= 10_000 else 1.5
             floors[scenario.size] = floor_rounds(floor_call, w.frames, args.rounds, budget)
         runs: list[Run] = [
-            load.run(url, w.bodies, scenario.clients, args.seconds) for _ in range(args.rounds)
+            load.run(url + w.query, w.bodies, scenario.clients, args.seconds, w.content_type)
+            for _ in range(args.rounds)
         ]
         errors = sum(r.errors for r in runs)
         if errors:
@@ -425,6 +451,7 @@ def measure_model(
             "label": scenario.label,
             "rows": scenario.size,
             "clients": scenario.clients,
+            "body": scenario.body,
             "requests": sum(r.requests for r in runs),
             "p50_ms": summary([r.latency_ms["p50"] for r in runs]),
             "p95_ms": summary([r.latency_ms["p95"] for r in runs]),
@@ -458,10 +485,13 @@ def targets(model: dict[str, Any], training: dict[str, Any], forest: bool) -> di
             "goal_ratio": 5.0,
             "met": s["single_16"]["throughput_ratio"] >= 5.0,
         },
-        "rows_10000": {
-            "measured_ratio": s["rows_10000"]["latency_ratio"],
-            "goal_ratio": 1.5,
-            "met": s["rows_10000"]["latency_ratio"] <= 1.5,
+        **{
+            key: {
+                "measured_ratio": s[key]["latency_ratio"],
+                "goal_ratio": 1.5,
+                "met": s[key]["latency_ratio"] <= 1.5,
+            }
+            for key in ("rows_10000", "rows_10000_arrow")
         },
         "training": {
             "measured_s": training["service_s"]["median"],
@@ -524,7 +554,9 @@ def render(report: dict[str, Any]) -> str:
             f"{t['throughput_16']['measured_ratio']:.1f}x floor (goal 5x) "
             f"{_mark(t['throughput_16']['met'])}; 10,000 rows "
             f"{t['rows_10000']['measured_ratio']:.2f}x floor (goal 1.5x) "
-            f"{_mark(t['rows_10000']['met'])}; training {t['training']['measured_s']:.2f} s "
+            f"{_mark(t['rows_10000']['met'])}, as Arrow "
+            f"{t['rows_10000_arrow']['measured_ratio']:.2f}x "
+            f"{_mark(t['rows_10000_arrow']['met'])}; training {t['training']['measured_s']:.2f} s "
             f"vs 1.1 x direct + 1 s = {t['training']['goal_s']:.2f} s "
             f"{_mark(t['training']['met'])}"
         )

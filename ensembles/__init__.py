@@ -4,6 +4,7 @@ The domain library behind the service; it knows nothing about HTTP.  Public name
 re-exported here; the modules stay the place to read how each piece works.
 """
 
+from ensembles.batches import table_to_columns
 from ensembles.builders import FeatureColumn, build_estimator, build_pipeline
 from ensembles.catalog import ENSEMBLE_KINDS, KINDS, Kind, Task, catalog_document
 from ensembles.compiled import (
@@ -41,9 +42,11 @@ from ensembles.errors import (
     UnsupportedFormatError,
 )
 from ensembles.prediction import (
+    PredictionArrays,
     PredictionResult,
     PredictOptions,
     predict,
+    predict_arrays,
     rows_to_columns,
     rows_to_frame,
 )
@@ -79,6 +82,7 @@ __all__ = [
     "ModelSignature",
     "NotFoundError",
     "PredictOptions",
+    "PredictionArrays",
     "PredictionInputError",
     "PredictionResult",
     "Problem",
@@ -103,6 +107,7 @@ __all__ = [
     "parse_estimator_spec",
     "parse_training_spec",
     "predict",
+    "predict_arrays",
     "predict_rows",
     "prepare",
     "read_table",
@@ -114,6 +119,7 @@ __all__ = [
     "table_from_frame",
     "table_from_records",
     "table_from_rows",
+    "table_to_columns",
     "table_to_parquet",
     "train",
 ]

@@ -43,8 +43,11 @@ from ensembles.signature import ModelSignature
 __all__ = [
     "MAX_PROBLEMS",
     "PredictOptions",
+    "PredictionArrays",
     "PredictionResult",
+    "check_row_count",
     "predict",
+    "predict_arrays",
     "rows_to_columns",
     "rows_to_frame",
 ]
@@ -92,6 +95,51 @@ class PredictionResult:
         if self.warnings:
             out["warnings"] = list(self.warnings)
         return out
+
+
+@dataclass(frozen=True, eq=False)
+class PredictionArrays:
+    """The answers of :func:`predict_arrays`: what a :class:`PredictionResult` holds, with
+    the per-row numbers still in numpy arrays (C-contiguous float64), so a writer encodes
+    them directly (orjson's ``OPT_SERIALIZE_NUMPY`` writes the same text as for floats)
+    instead of building a Python float per cell first."""
+
+    predictions: list[Any] | FloatArray  # class labels (plain JSON values) or numbers
+    probabilities: FloatArray | None = None
+    votes: list[dict[str, float | int]] | None = None
+    agreement: FloatArray | None = None
+    std: FloatArray | None = None
+    engine: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """Only what was asked for (as :meth:`PredictionResult.as_dict`), arrays as they are."""
+        out: dict[str, Any] = {"predictions": self.predictions}
+        for name in ("probabilities", "votes", "agreement", "std"):
+            value = getattr(self, name)
+            if value is not None:
+                out[name] = value
+        return out
+
+    def as_result(self) -> PredictionResult:
+        """The same answers as plain JSON values."""
+
+        def plain(values: FloatArray | None) -> Any:
+            return None if values is None else values.tolist()
+
+        predictions = self.predictions
+        return PredictionResult(
+            predictions=predictions if isinstance(predictions, list) else predictions.tolist(),
+            probabilities=plain(self.probabilities),
+            votes=self.votes,
+            agreement=plain(self.agreement),
+            std=plain(self.std),
+            engine=self.engine,
+        )
+
+
+def _floats_out(values: Any) -> FloatArray:
+    """A C-contiguous float64 array (what orjson's numpy support writes)."""
+    return np.ascontiguousarray(values, dtype=np.float64)
 
 
 # --- rows in ----------------------------------------------------------------------------
@@ -177,7 +225,7 @@ def _numeric_columns(
 
 
 def _numeric_records(records: list[Any], names: list[str]) -> tuple[Columns, list[str]] | None:
-    if any(type(r) is not dict for r in records):
+    if set(map(type, records)) != {dict}:  # (map and set: one pass in C, not in Python)
         return None
     try:
         cells = [[r[n] for r in records] for n in names]
@@ -187,7 +235,7 @@ def _numeric_records(records: list[Any], names: list[str]) -> tuple[Columns, lis
     if table is None:
         return None
     extra: list[str] = []
-    if any(len(r) != len(names) for r in records):
+    if set(map(len, records)) != {len(names)}:
         wanted = set(names)
         extra = list(dict.fromkeys(str(k) for r in records for k in r if k not in wanted))
     return dict(zip(names, table, strict=True)), _extra_warnings(extra)
@@ -201,8 +249,7 @@ def _numeric_columnar(
     position = {c: j for j, c in enumerate(header)}
     if len(position) != len(header) or any(n not in position for n in names):
         return None
-    width = len(header)
-    if any(type(row) is not list or len(row) != width for row in data):
+    if set(map(type, data)) != {list} or set(map(len, data)) != {len(header)}:
         return None
     table = _floats(data)  # one row per row
     if table is None:
@@ -214,36 +261,57 @@ def _numeric_columnar(
 
 def _floats(nested: list[list[Any]]) -> FloatArray | None:
     """Equal-length lists of cells as one 2-D float64 array, if every cell is a number
-    (int or float, never bool or None) that is finite and, for ints, exact in a float64."""
-    types = set(map(type, chain.from_iterable(nested)))
-    if not types <= _NUMBERS:
-        return None
+    (int or float, never bool or None) that is finite and exact in a float64.
+
+    numpy infers the type while it copies (one pass in C instead of a type check per
+    cell in Python): a float or int array means every cell was a number or a bool
+    (strings, None, huge ints and nested lists give other dtypes or fail).  Bools become
+    0 or 1, so only cells equal to 0 or 1 are looked at again.  A magnitude of 2**53 or
+    more may be an int that a float64 rounds, so it takes the careful path too.
+    """
     try:
-        table = np.array(nested, dtype=np.float64)
+        table = np.array(nested)
     except (OverflowError, ValueError, TypeError):
         return None
-    if table.ndim != 2 or not np.isfinite(table).all():
+    if table.ndim != 2 or table.dtype.kind not in "fi":
         return None
-    if int in types and table.size and np.abs(table).max() >= _EXACT_INT:
+    table = table.astype(np.float64, copy=False)
+    if not table.size or not np.isfinite(table).all():
+        return None
+    if np.abs(table).max() >= _EXACT_INT or _has_bools(nested, table):
         return None
     return table
+
+
+def _has_bools(nested: list[list[Any]], table: FloatArray) -> bool:
+    """Was any cell of ``table`` (built from ``nested``) a bool rather than a number?"""
+    candidates = np.flatnonzero((table == 0) | (table == 1))
+    if 8 * candidates.size > table.size:  # mostly zeros and ones: look at every cell
+        types = set(map(type, chain.from_iterable(nested)))
+        return not types <= _NUMBERS and any(issubclass(t, bool | np.bool_) for t in types)
+    rows, columns = np.divmod(candidates, table.shape[1])
+    return any(
+        isinstance(nested[i][j], bool | np.bool_)
+        for i, j in zip(rows.tolist(), columns.tolist(), strict=True)
+    )
 
 
 def _read_instances(instances: object, names: Sequence[str], max_rows: int | None) -> _Cells:
     """Records or columnar input -> cells per feature column, plus shape problems."""
     if isinstance(instances, list):
-        _check_rows(len(instances), max_rows)
+        check_row_count(len(instances), max_rows)
         return _from_records(instances, names)
     if isinstance(instances, dict) and "columns" in instances and "data" in instances:
         data = instances["data"]
         if isinstance(data, list):
-            _check_rows(len(data), max_rows)
+            check_row_count(len(data), max_rows)
         return _from_columnar(instances["columns"], data, names)
     msg = 'expected a list of records or {"columns": [...], "data": [[...], ...]}'
     raise PredictionInputError("instances have the wrong shape", [Problem(("instances",), msg)])
 
 
-def _check_rows(n_rows: int, max_rows: int | None) -> None:
+def check_row_count(n_rows: int, max_rows: int | None) -> None:
+    """At least one row and at most ``max_rows`` (413 above, as TooLargeError)."""
     if max_rows is not None and n_rows > max_rows:
         msg = f"{n_rows} rows; at most {max_rows} rows per request"
         raise TooLargeError("too many rows in one request", [Problem(("instances",), msg)])
@@ -314,10 +382,7 @@ def _scan(
     """
     family = _family(column)
     plain = _PLAIN_TYPES[family]
-    missing = (
-        f"column {column.name!r} cannot be missing for this model"
-        " (it had no missing values in training)"
-    )
+    missing = _cannot_be_missing(column)
     bad: list[tuple[int, str]] = []
     n_bad = 0
     for row, value in enumerate(cells):
@@ -337,6 +402,13 @@ def _scan(
             if len(bad) < MAX_PROBLEMS:
                 bad.append((row, msg))
     return bad, n_bad
+
+
+def _cannot_be_missing(column: FeatureColumn) -> str:
+    return (
+        f"column {column.name!r} cannot be missing for this model"
+        " (it had no missing values in training)"
+    )
 
 
 def _number_problem(value: object) -> str | None:
@@ -409,6 +481,16 @@ def predict(
     before any work.  ``warnings`` stays empty: the caller adds those of rows_to_frame
     (``dataclasses.replace(result, warnings=...)``), as only it has seen the raw input.
     """
+    return predict_arrays(model, signature, rows, options).as_result()
+
+
+def predict_arrays(
+    model: Pipeline | Servable,
+    signature: ModelSignature,
+    rows: Rows,
+    options: PredictOptions,
+) -> PredictionArrays:
+    """:func:`predict`, with the per-row numbers left in numpy arrays (for fast writers)."""
     servable = model if isinstance(model, Servable) else Servable(model, signature.task)
     pipeline = servable.pipeline
     override = None if options.voting in (None, signature.voting) else options.voting
@@ -478,7 +560,7 @@ def _classify(
     rows: Rows,
     options: PredictOptions,
     override: str | None,
-) -> PredictionResult:
+) -> PredictionArrays:
     """Default: the pipeline's own answer; with an override, the members' combination."""
     pipeline = servable.pipeline
     classes = _class_labels(signature, pipeline)
@@ -502,9 +584,9 @@ def _classify(
     votes, agreement = None, None
     if options.return_votes and counts is not None:
         votes, agreement = _votes(counts, index, classes, members)
-    return PredictionResult(
+    return PredictionArrays(
         predictions=[classes[i] for i in index.tolist()],
-        probabilities=proba.tolist() if options.return_proba and proba is not None else None,
+        probabilities=_floats_out(proba) if options.return_proba and proba is not None else None,
         votes=votes,
         agreement=agreement,
         engine=engine,
@@ -555,11 +637,11 @@ def _mean_probabilities(members: list[Member], Xt: FloatArray, n_classes: int) -
 
 def _votes(
     counts: FloatArray, index: IntArray, classes: list[Any], members: list[Member]
-) -> tuple[list[dict[str, float | int]], list[float]]:
+) -> tuple[list[dict[str, float | int]], FloatArray]:
     """Per-row {label: votes} (only classes with votes) and the predicted class's share."""
     total = _total_weight(members)
     picked = counts[np.arange(len(index)), index]
-    agreement = (picked / total if total > 0 else np.zeros_like(picked)).tolist()
+    agreement = _floats_out(picked / total if total > 0 else np.zeros_like(picked))
     whole = all(float(m.weight).is_integer() for m in members)
     table = (counts.astype(np.int64) if whole else counts).tolist()
     keys = [str(c) for c in classes]
@@ -569,13 +651,12 @@ def _votes(
 
 def _regress(
     servable: Servable, members: list[Member], rows: Rows, options: PredictOptions
-) -> PredictionResult:
+) -> PredictionArrays:
     """Regression: the pipeline's predictions; std is unweighted over members (ddof 0)."""
     answer = servable.answer(rows)
-    predictions = np.asarray(answer.predictions, dtype=np.float64).tolist()
     std = None
     if options.return_std:
         Xt = _member_rows(servable, rows)
         values = np.asarray([member_values(m, Xt) for m in members])
-        std = np.std(values, axis=0).tolist()
-    return PredictionResult(predictions=predictions, std=std, engine=answer.engine)
+        std = _floats_out(np.std(values, axis=0))
+    return PredictionArrays(_floats_out(answer.predictions), std=std, engine=answer.engine)

@@ -25,6 +25,16 @@ INSTANCES_SCHEMA: dict[str, Any] = {
 # Checked by the library (rows_to_frame), which names the row and column of every problem.
 Instances = Annotated[Any, WithJsonSchema(INSTANCES_SCHEMA)]
 
+TABLE_BODY_SCHEMA: dict[str, Any] = {
+    "type": "string",
+    "format": "binary",
+    "description": "A table whose columns are the features (named as in training; other "
+    "columns are ignored and listed in `warnings`), one row per instance; nulls are "
+    "missing values. Numeric features take integer or floating columns, boolean features "
+    "boolean columns, string features string (or dictionary of string) columns. Options "
+    "go in the query string.",
+}
+
 PREDICT_EXAMPLE: dict[str, Any] = {
     "instances": [
         {"sepal_length": 5.1, "sepal_width": 3.5, "petal_length": 1.4, "petal_width": 0.2}

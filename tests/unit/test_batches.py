@@ -1,0 +1,227 @@
+"""Arrow tables -> checked numpy columns: the arrays and the problems of the same rows as
+JSON values (``rows_to_columns``), numbers read without a copy where Arrow allows it."""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
+
+from ensembles.batches import table_to_columns
+from ensembles.builders import FeatureColumn
+from ensembles.errors import PredictionInputError, TooLargeError
+from ensembles.prediction import MAX_PROBLEMS, rows_to_columns
+from ensembles.signature import ModelSignature
+
+NUMBERS = ModelSignature(
+    "classification",
+    "random_forest",
+    (FeatureColumn("a", "float64", False), FeatureColumn("b", "float64", False)),
+    ("no", "yes"),
+    "soft",
+)
+MIXED = ModelSignature(
+    "classification",
+    "random_forest",
+    (
+        FeatureColumn("n", "int64", False),
+        FeatureColumn("x", "float64", True),  # had missing values: null is fine
+        FeatureColumn("flag", "bool", False),
+        FeatureColumn("city", "string", True),
+    ),
+    ("no", "yes"),
+    "soft",
+)
+
+
+def problems(signature: ModelSignature, instances: object) -> list[tuple[Any, str]]:
+    """The problems of ``instances`` (an Arrow table, or JSON values)."""
+    with pytest.raises(PredictionInputError) as exc:
+        if isinstance(instances, pa.Table):
+            table_to_columns(signature, instances)
+        else:
+            rows_to_columns(signature, instances)
+    return [(p.loc, p.msg) for p in exc.value.problems]
+
+
+def same_as_json(signature: ModelSignature, table: pa.Table) -> dict[str, np.ndarray[Any, Any]]:
+    """The table's arrays, checked equal (values and dtypes) to its rows sent as JSON."""
+    arrays, warnings = table_to_columns(signature, table)
+    expected, expected_warnings = rows_to_columns(signature, table.to_pylist())
+    assert list(arrays) == list(expected) == [f.name for f in signature.features]
+    for name, array in arrays.items():
+        assert array.dtype == expected[name].dtype, name
+        if array.dtype == object:
+            assert [_nan_or(v) for v in array] == [_nan_or(v) for v in expected[name]], name
+        else:
+            np.testing.assert_array_equal(array, expected[name], strict=True)
+    assert warnings == expected_warnings
+    return arrays
+
+
+def _nan_or(value: object) -> object:
+    return "NaN" if isinstance(value, float) and math.isnan(value) else value
+
+
+# --- numbers ----------------------------------------------------------------------------
+
+
+def test_float64_columns_are_read_without_a_copy() -> None:
+    table = pa.table({"b": [0.5, 1.5, -2.0], "a": [1.0, 2.0, 3.0], "note": ["x", "y", "z"]})
+    arrays, warnings = table_to_columns(NUMBERS, table)
+    assert list(arrays) == ["a", "b"] and warnings == ["extra columns ignored: note"]
+    assert np.shares_memory(arrays["a"], table.column("a").chunk(0).to_numpy())
+    same_as_json(NUMBERS, table)
+
+
+def test_integer_and_narrow_float_columns_take_the_dtype_json_numbers_take() -> None:
+    big = 2**63 + 5  # beyond int64: a float column, as for JSON integers
+    table = pa.table(
+        {
+            "n": pa.array([1, 2, big], pa.uint64()),
+            "x": pa.array([1, 2, 3], pa.int8()),
+            "flag": [True, False, True],
+            "city": ["oslo", "rome", "lima"],
+        }
+    )
+    arrays = same_as_json(MIXED, table)
+    assert arrays["n"].dtype == np.float64 and arrays["x"].dtype == np.float64
+    table = table.set_column(0, "n", pa.array([1, -2, 3], pa.int32()))
+    table = table.set_column(1, "x", pa.array([0.1, 2.5, -1e30], pa.float32()))
+    arrays = same_as_json(MIXED, table)
+    assert arrays["n"].dtype == np.int64
+    assert arrays["x"].tolist() == [float(np.float32(0.1)), 2.5, float(np.float32(-1e30))]
+    table = table.set_column(1, "x", pa.array(np.array([0.5, -1, 2], np.float16)))
+    assert same_as_json(MIXED, table)["x"].tolist() == [0.5, -1.0, 2.0]
+
+
+def test_nulls_are_missing_values_where_the_model_allows_them() -> None:
+    table = pa.table(
+        {
+            "n": pa.array([1, 2, 3], pa.int64()),
+            "x": pa.array([1, None, 3], pa.int64()),  # integers with a gap: float64 with NaN
+            "flag": pa.array([True, None, False]),
+            "city": pa.array([None, "rome", None]),
+        }
+    )
+    arrays = same_as_json(MIXED, table)
+    assert math.isnan(arrays["x"][1]) and arrays["flag"][0] is True
+    gappy = table.set_column(0, "n", pa.array([None, 2, None], pa.int64()))
+    assert problems(MIXED, gappy) == problems(MIXED, gappy.to_pylist())
+    assert [loc for loc, _ in problems(MIXED, gappy)] == [
+        ("instances", 0, "n"),
+        ("instances", 2, "n"),
+    ]
+
+
+def test_nan_and_infinities_are_refused_as_in_json() -> None:
+    table = pa.table({"a": [1.0, math.nan, 3.0, -math.inf], "b": [math.inf, 2.0, None, 4.0]})
+    found = problems(NUMBERS, table)
+    assert found == problems(NUMBERS, table.to_pylist())
+    assert found == [
+        (("instances", 0, "b"), "expected a finite number, got inf"),
+        (("instances", 1, "a"), "expected a finite number, got nan"),
+        (
+            ("instances", 2, "b"),
+            "column 'b' cannot be missing for this model (it had no missing values in training)",
+        ),
+        (("instances", 3, "a"), "expected a finite number, got -inf"),
+    ]
+
+
+# --- other types ------------------------------------------------------------------------
+
+
+def test_strings_and_booleans_become_the_object_arrays_of_json_values() -> None:
+    table = pa.table(
+        {
+            "n": pa.array([4, 5, 6, 7], pa.int16()),
+            "x": [0.5, None, 1.5, 2.0],
+            "flag": [False, True, None, True],
+            "city": pa.array(["oslo", None, "oslo", "lima"], pa.large_string()),
+        }
+    )
+    same_as_json(MIXED, table)
+    encoded = table.set_column(3, "city", pa.compute.dictionary_encode(table.column("city")))
+    assert pa.types.is_dictionary(encoded.column("city").type)
+    same_as_json(MIXED, encoded)
+
+
+@pytest.mark.parametrize(
+    ("column", "values", "msg"),
+    [
+        ("x", pa.array(["1.5", "2"]), "expected a number, got '1.5'"),
+        ("x", pa.array([True, False]), "expected a number, got True"),
+        (
+            "x",
+            pa.array([dt.date(2024, 1, 2)] * 2),
+            "expected a number, got datetime.date(2024, 1, 2)",
+        ),
+        ("flag", pa.array(["yes", "no"]), "expected a boolean, got 'yes'"),
+        ("flag", pa.array([1, 0]), "expected a boolean, got 1"),
+        ("city", pa.array([1, 2]), "expected a string, got 1"),
+        ("city", pa.array([[1], [2]]), "expected a string, got [1]"),
+    ],
+)
+def test_a_column_of_the_wrong_type_is_refused_row_by_row(
+    column: str, values: pa.Array, msg: str
+) -> None:
+    table = pa.table(
+        {"n": [1, 2], "x": [0.5, 1.5], "flag": [True, False], "city": ["oslo", "rome"]}
+    )
+    table = table.set_column(table.column_names.index(column), column, values)
+    found = problems(MIXED, table)
+    assert found == problems(MIXED, table.to_pylist())
+    assert [loc for loc, _ in found] == [("instances", 0, column), ("instances", 1, column)]
+    assert found[0][1] == msg
+
+
+# --- columns and rows -------------------------------------------------------------------
+
+
+def test_a_missing_column_is_missing_in_every_row_first_problems_shown() -> None:
+    table = pa.table({"a": np.arange(60.0)})
+    with pytest.raises(PredictionInputError) as exc:
+        table_to_columns(NUMBERS, table)
+    shown = exc.value.problems
+    assert len(shown) == MAX_PROBLEMS
+    assert [p.loc for p in shown[:2]] == [("instances", 0, "b"), ("instances", 1, "b")]
+    assert {p.msg for p in shown} == {"missing column 'b'"}
+    assert exc.value.detail == f"60 problems in the instances (first {MAX_PROBLEMS} shown)"
+    assert [(p.loc, p.msg) for p in shown] == problems(NUMBERS, [{"a": 1.0}] * 60)
+
+
+def test_duplicate_columns_and_pandas_index_columns() -> None:
+    duplicated = pa.Table.from_arrays(
+        [pa.array([1.0]), pa.array([2.0]), pa.array([3.0])], names=["a", "b", "a"]
+    )
+    assert problems(NUMBERS, duplicated) == [(("instances", "columns"), "duplicate column 'a'")]
+    frame = pd.DataFrame({"a": [1.0, 2.0], "b": [3.0, 4.0]}, index=[7, 9])
+    indexed = pa.Table.from_pandas(frame)
+    assert "__index_level_0__" in indexed.column_names
+    arrays, warnings = table_to_columns(NUMBERS, indexed)
+    assert warnings == [] and arrays["a"].tolist() == [1.0, 2.0]
+
+
+def test_record_batches_are_one_table() -> None:
+    one = pa.table({"a": [1.0, 2.0], "b": [3.0, 4.0]})
+    table = pa.concat_tables([one, one, one])
+    assert table.column("a").num_chunks == 3
+    arrays = same_as_json(NUMBERS, table)
+    assert arrays["b"].tolist() == [3.0, 4.0] * 3
+
+
+def test_row_limits() -> None:
+    table = pa.table({"a": [1.0, 2.0, 3.0], "b": [1.0, 2.0, 3.0]})
+    with pytest.raises(TooLargeError) as too_many:
+        table_to_columns(NUMBERS, table, max_rows=2)
+    assert [p.loc for p in too_many.value.problems] == [("instances",)]
+    assert len(table_to_columns(NUMBERS, table, max_rows=3)[0]["a"]) == 3
+    assert problems(NUMBERS, table.slice(0, 0)) == [
+        (("instances",), "no instances: send at least one row")
+    ]

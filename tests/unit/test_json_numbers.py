@@ -1,0 +1,70 @@
+"""Numeric JSON rows go into one float64 array in one numpy pass; a bool among the numbers
+(which numpy reads as 0 or 1) still takes the careful path and is refused."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from ensembles import prediction
+from ensembles.builders import FeatureColumn
+from ensembles.errors import PredictionInputError
+from ensembles.prediction import rows_to_columns
+from ensembles.signature import ModelSignature
+
+NAMES = ["a", "b", "c"]
+SIGNATURE = ModelSignature(
+    "regression",
+    "random_forest",
+    tuple(FeatureColumn(n, "float64", False) for n in NAMES),
+    None,
+    None,
+)
+
+
+def columnar(data: list[list[Any]]) -> dict[str, Any]:
+    return {"columns": NAMES, "data": data}
+
+
+def ones_and_zeros(n: int) -> list[list[Any]]:
+    rng = np.random.default_rng(0)
+    out: list[list[Any]] = rng.integers(0, 2, (n, 3)).tolist()
+    return out
+
+
+@pytest.mark.parametrize("mostly_binary", [True, False])
+@pytest.mark.parametrize("bool_cell", [True, False, np.bool_(True)])
+def test_a_bool_among_numbers_is_found(mostly_binary: bool, bool_cell: object) -> None:
+    data = ones_and_zeros(200) if mostly_binary else [[2.5, 3.5, 4.5] for _ in range(200)]
+    assert prediction._numeric_columns(SIGNATURE, columnar(data), None) is not None
+    data[150][1] = bool_cell
+    assert prediction._numeric_columns(SIGNATURE, columnar(data), None) is None
+    with pytest.raises(PredictionInputError) as exc:
+        rows_to_columns(SIGNATURE, columnar(data))
+    assert [p.loc for p in exc.value.problems] == [("instances", 150, "b")]
+
+
+def test_ones_and_zeros_and_mixed_ints_and_floats_take_the_fast_path() -> None:
+    data = ones_and_zeros(50)
+    data[3] = [0.5, 1, -0.0]
+    arrays, _ = rows_to_columns(SIGNATURE, columnar(data))
+    assert all(a.dtype == np.float64 for a in arrays.values())
+    assert arrays["a"].tolist() == [float(r[0]) for r in data]
+
+
+@pytest.mark.parametrize("value", [2.0**53, -(2.0**60), 2**53, 1e300])
+def test_magnitudes_beyond_exact_integers_take_the_careful_path(value: float) -> None:
+    data = [[1.0, 2.0, 3.0], [value, 2.0, 3.0]]
+    assert prediction._numeric_columns(SIGNATURE, columnar(data), None) is None
+    arrays, _ = rows_to_columns(SIGNATURE, columnar(data))
+    assert arrays["a"].tolist() == [1.0, float(value)]
+
+
+def test_rows_of_other_lengths_or_kinds_take_the_careful_path() -> None:
+    for data in ([[1.0, 2.0, 3.0], (1.0, 2.0, 3.0)], [[1.0, 2.0, 3.0], [1.0, 2.0]]):
+        assert prediction._numeric_columns(SIGNATURE, columnar(data), None) is None
+    records: list[Any] = [{"a": 1.0, "b": 2.0, "c": 3.0}, {"a": 1.0, "b": 2.0, "c": 3.0, "d": 0}]
+    arrays, warnings = rows_to_columns(SIGNATURE, records)
+    assert warnings == ["extra columns ignored: d"] and arrays["c"].tolist() == [3.0, 3.0]
