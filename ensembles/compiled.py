@@ -124,6 +124,11 @@ class CompiledModel:
     def __reduce__(self) -> tuple[Any, ...]:
         return (_restore, (self.pipeline, self.task, self.max_rows, self.passthrough))
 
+    @property
+    def native(self) -> bool:
+        """Every tree is walked by GTIL: no scikit-learn call but for rows on a tie."""
+        return True
+
     def use_for(self, n_rows: int) -> bool:
         """Is this engine the faster one for a request of ``n_rows`` rows?"""
         return n_rows <= self.max_rows

@@ -360,6 +360,11 @@ class CompiledComposite:
         args = (self.pipeline, self.task, self.max_rows, self.passthrough, self.members)
         return (restore, args)
 
+    @property
+    def native(self) -> bool:
+        """Is every member answered by GTIL or numpy (no scikit-learn call but for ties)?"""
+        return all(record.get("engine") != SKLEARN for record in self.members)
+
     def use_for(self, n_rows: int) -> bool:
         """Is this engine the faster one for a request of ``n_rows`` rows?"""
         return n_rows <= self.max_rows

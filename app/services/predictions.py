@@ -40,7 +40,6 @@ from app.schemas.predictions import PredictOptionsIn, PredictRequest
 from app.services import in_thread
 from ensembles import ModelSignature, PredictOptions, predict_arrays, rows_to_columns
 from ensembles.batches import table_to_columns
-from ensembles.compiled import SKLEARN
 from ensembles.errors import IntegrityError, PredictionInputError, Problem
 from ensembles.prediction import Columns
 from ensembles.registry import VersionRecord
@@ -122,8 +121,8 @@ def _in_query(exc: PredictionInputError) -> PredictionInputError:
 def _answer_inline(
     services: Services, name: str, ref: str, request: PredictRequest
 ) -> bytes | None:
-    """The answer if it needs no I/O and only the compiled engine (tens of microseconds of
-    CPU for a few rows), else None: the request then goes to a worker thread."""
+    """The answer if it needs no I/O and only native engines (GTIL, numpy members: tens of
+    microseconds of CPU for a few rows), else None: the request then goes to a thread."""
     options = request.options
     if options.voting is not None or options.return_votes or options.return_std:
         return None  # scikit-learn's members answer these
@@ -135,7 +134,7 @@ def _answer_inline(
         return None
     instances = request.instances
     rows = instances.get("data") if isinstance(instances, dict) else instances
-    if not isinstance(rows, list) or loaded.servable.engine_for(len(rows)) == SKLEARN:
+    if not isinstance(rows, list) or not loaded.servable.native_for(len(rows)):
         return None
     return _respond(services, record, loaded, request)
 

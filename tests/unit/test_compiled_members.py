@@ -381,6 +381,14 @@ def test_members_are_recorded_with_their_engines() -> None:
     assert FidelityReport.from_dict(older).members == ()
 
 
+def test_only_composites_without_sklearn_members_count_as_native() -> None:
+    """Native composites may be answered on the service's event loop (tens of us)."""
+    soft, _ = compiled("soft_voting")
+    nested, _ = compiled("nested_voting_of_bagged_svm_and_forest")
+    assert soft is not None and soft.native
+    assert nested is not None and not nested.native  # the bagged SVMs are scikit-learn's
+
+
 # --- ties -------------------------------------------------------------------------------
 
 

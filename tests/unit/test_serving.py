@@ -194,6 +194,43 @@ def test_predict_with_a_servable_equals_predict_with_the_pipeline(kind: str) -> 
     assert by_servable.engine == (ENGINE if model.inference and model.inference["ok"] else SKLEARN)
 
 
+@pytest.mark.parametrize(
+    ("kind", "name"),
+    [
+        ("gradient_boosting", "breast_cancer"),
+        ("gradient_boosting", "iris"),
+        ("hist_gradient_boosting", "breast_cancer"),
+        ("hist_gradient_boosting", "iris"),
+    ],
+)
+def test_boosting_served_by_sklearn_walks_its_trees_once_for_the_same_bits(
+    kind: str, name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = training_data(name)
+    raw = {
+        "kind": kind,
+        "params": {"n_estimators" if kind == "gradient_boosting" else "max_iter": 8},
+    }
+    model = train(data, resolve_ensemble(parse_estimator_spec(raw), data.task), NO_EVAL, 3)
+    servable = prepare(model.pipeline, data.task, None)  # no compiled engine: scikit-learn
+    X = data.X
+    expected_labels = model.pipeline.predict(X)
+    expected_proba = model.pipeline.predict_proba(X)
+    estimator = type(servable.estimator)
+    walks: list[int] = []
+    original = estimator.decision_function
+
+    def counted(self: Any, Xt: Any) -> Any:
+        walks.append(len(Xt))
+        return original(self, Xt)
+
+    monkeypatch.setattr(estimator, "decision_function", counted)
+    answer = servable.answer(X, with_proba=True)
+    assert answer.engine == SKLEARN and walks == [len(X)]
+    np.testing.assert_array_equal(answer.predictions, expected_labels)
+    np.testing.assert_array_equal(answer.probabilities, expected_proba)
+
+
 def test_the_engine_follows_the_recorded_verdict() -> None:
     model = fitted("random_forest")
     assert model.inference is not None and model.inference["engine"] == ENGINE
