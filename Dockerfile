@@ -101,7 +101,8 @@ HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 \
 # requests finish for up to ENSEMBLE_SHUTDOWN_TIMEOUT_S (default 30 s), run the app's
 # shutdown (workers stopped, running jobs failed), exit 0. Give `docker stop` more than
 # that: --stop-timeout 40 / stop_grace_period. `python -m app` is uvicorn with the
-# service's settings (HOST, PORT, ENSEMBLE_SHUTDOWN_TIMEOUT_S).
+# service's settings (HOST, PORT, ENSEMBLE_SHUTDOWN_TIMEOUT_S, ENSEMBLE_WORKERS: with N > 1
+# it supervises N server processes on the one port and passes SIGTERM to each).
 ENV HOST=0.0.0.0 \
     PORT=8000
 STOPSIGNAL SIGTERM

@@ -25,9 +25,10 @@ typecheck: $(STAMP)
 pytest: $(STAMP)
 	$(BIN)/pytest -q
 
-# Serve on $HOST:$PORT (default 127.0.0.1:8000); settings are ENSEMBLE_* variables.
+# Serve on $HOST:$PORT (default 127.0.0.1:8000) with ENSEMBLE_WORKERS server processes
+# (default 1); settings are ENSEMBLE_* variables. `python -m app` is the Docker image's CMD.
 run: $(STAMP)
-	$(BIN)/uvicorn app.main:create_app --factory --host $${HOST:-127.0.0.1} --port $${PORT:-8000} --timeout-graceful-shutdown $${ENSEMBLE_SHUTDOWN_TIMEOUT_S:-30}
+	$(BIN)/python -m app
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

@@ -1,22 +1,19 @@
-"""``python -m app``: serve on $HOST:$PORT (default 127.0.0.1:8000), like ``make run``."""
+"""``python -m app``: serve on $HOST:$PORT (default 127.0.0.1:8000) with
+ENSEMBLE_WORKERS server processes, like ``make run`` (see :mod:`app.launcher`)."""
 
 from __future__ import annotations
 
 import os
+import sys
 
-import uvicorn
-
-from app.settings import Settings
+from app.launcher import load_settings, serve
 
 
 def main() -> None:
-    uvicorn.run(
-        "app.main:create_app",
-        factory=True,
-        host=os.environ.get("HOST", "127.0.0.1"),
-        port=int(os.environ.get("PORT", "8000")),
-        timeout_graceful_shutdown=Settings().shutdown_timeout_s,
-    )
+    settings = load_settings()
+    host = os.environ.get("HOST", "127.0.0.1")
+    port = int(os.environ.get("PORT", "8000"))
+    sys.exit(serve(settings, host, port))
 
 
 if __name__ == "__main__":

@@ -3,14 +3,22 @@
 Each job runs in its own process (multiprocessing's ``forkserver`` context: children are
 forked from a small single-threaded server that preloaded the library, never from this
 threaded process), so a crash or an out-of-memory kill fails that job and nothing else.
-At most ``max_concurrent_jobs`` run at once; the rest wait in a queue of bounded length.
+
+The queue is the jobs table, shared by every server process of the service (there are
+``ENSEMBLE_WORKERS`` of them, each with its runner): at most ``max_concurrent_jobs`` run
+at once in the whole service, the oldest queued job starts first whichever process
+accepted it, and a submit is refused (429) when ``max_concurrent_jobs +
+max_queued_jobs`` jobs are open; the registry counts inside its write transactions.
+A runner looks for a job to start when one of its own jobs is queued or ends, and every
+``CLAIM_POLL_S`` (a cheap read) for the jobs of the others.
 
 The runner, an asyncio task of the server, owns the job's life cycle around the worker:
 it marks a job running before starting its process (so the job belongs to this server
 instance, and a restart after a crash of the server fails it), watches the processes,
 and settles every job whose worker ended without settling it (killed, crashed, timed
 out, or terminated after a cancel it did not honour in time). Workers report progress
-and read the cancel flag through the registry database.
+and read the cancel flag through the registry database, so the status and a cancel
+work from any server process.
 """
 
 from __future__ import annotations
@@ -21,8 +29,6 @@ import logging
 import multiprocessing
 import signal
 import time
-from collections import deque
-from collections.abc import Iterator
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
@@ -30,18 +36,21 @@ from pathlib import Path
 from typing import Any, Final, Literal
 
 from app.metrics import Metrics
-from app.problems import QueueFullError
 from app.services import in_thread
 from app.settings import Settings
 from app.worker import WorkerConfig, run_job
 from ensembles import Problem
-from ensembles.errors import ConflictError, NotFoundError, StorageError
+from ensembles.errors import ConflictError, NotFoundError, QueueFullError, StorageError
 from ensembles.registry import JobRecord, SqlRegistry, job_problem
 
 log = logging.getLogger(__name__)
 
 TICK_S: Final = 0.1
 CANCEL_SCAN_S: Final = 0.5
+CLAIM_POLL_S: Final = 0.5
+CLAIM_BACKOFF_S: Final = 5.0
+WAIT_POLL_S: Final = 0.25
+SETTLE_S: Final = 2.0
 KILL_AFTER_S: Final = 3.0
 FINISHED: Final = ("succeeded", "failed", "cancelled")
 SHUTDOWN_RUNNING: Final = (
@@ -75,9 +84,9 @@ class JobRunner:
         self.metrics = metrics
         self._context = multiprocessing.get_context("forkserver")
         self._context.set_forkserver_preload(["app.worker"])
-        self._queue: deque[str] = deque()
         self._running: dict[str, _Running] = {}
-        self._reserved = 0
+        self._claim_now = True  # look for a job to start at the next round
+        self._last_claim = 0.0
         self._events: dict[str, asyncio.Event] = {}
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -137,13 +146,21 @@ class JobRunner:
         await in_thread(self._join_all, KILL_AFTER_S)
         for entry in self._running.values():
             entry.alive.close()
-        interrupted = [(job_id, SHUTDOWN_RUNNING) for job_id in self._running]
-        interrupted += [(job_id, SHUTDOWN_QUEUED) for job_id in self._queue]
+        interrupted = list(self._running)
         self._running.clear()
-        self._queue.clear()
-        for job_id, detail in interrupted:
-            problem = job_problem("interrupted", "Training interrupted", detail)
+        for job_id in interrupted:
+            problem = job_problem("interrupted", "Training interrupted", SHUTDOWN_RUNNING)
             await self._finish(job_id, "failed", problem)
+        # The jobs this process queued that nobody started (another process may have).
+        problem = job_problem("interrupted", "Training interrupted", SHUTDOWN_QUEUED)
+        try:
+            failed = await in_thread(self.registry.fail_queued_jobs, problem)
+        except StorageError:
+            log.exception("could not fail the queued jobs")
+            failed = []
+        for job in failed:
+            self._transition(job)
+            self._settled(job.id)
 
     def _join_all(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -170,25 +187,30 @@ class JobRunner:
 
     # ------------------------------------------------------------------ submitting
 
-    @contextlib.contextmanager
-    def reservation(self) -> Iterator[None]:
-        """Hold a place in the queue while a job is being submitted (429 when full)."""
-        capacity = self.settings.max_concurrent_jobs + self.settings.max_queued_jobs
-        if len(self._queue) + len(self._running) + self._reserved >= capacity:
-            raise QueueFullError(
-                f"{len(self._queue)} jobs are waiting and {len(self._running)} running; "
-                "retry when some have finished",
-                [Problem((), f"at most {self.settings.max_queued_jobs} jobs may wait")],
-            )
-        self._reserved += 1
+    async def submit(self, model: str, document: dict[str, Any]) -> JobRecord:
+        """Queue a job (reserving its version); QueueFullError (429) when the service
+        already has ``max_concurrent_jobs + max_queued_jobs`` jobs open."""
+        settings = self.settings
         try:
-            yield
-        finally:
-            self._reserved -= 1
-
-    def enqueue(self, job: JobRecord) -> None:
-        self._queue.append(job.id)
+            job = await in_thread(
+                self.registry.submit_job,
+                model,
+                document,
+                max_open=settings.max_concurrent_jobs + settings.max_queued_jobs,
+            )
+        except QueueFullError as exc:
+            limit = (
+                f"at most {settings.max_queued_jobs} jobs may wait "
+                f"(ENSEMBLE_MAX_QUEUED_JOBS) and {settings.max_concurrent_jobs} run "
+                "(ENSEMBLE_MAX_CONCURRENT_JOBS)"
+            )
+            raise QueueFullError(exc.detail, [Problem((), limit)]) from None
         self._transition(job)
+        self._claim_soon()
+        return job
+
+    def _claim_soon(self) -> None:
+        self._claim_now = True
         self._wake.set()
 
     async def cancel(self, job_id: str) -> JobRecord:
@@ -196,8 +218,6 @@ class JobRunner:
         is terminated after ``cancel_grace_s``. ConflictError when the job already ended."""
         job = await in_thread(self.registry.request_cancel, job_id)
         if job.status == "cancelled":
-            with contextlib.suppress(ValueError):
-                self._queue.remove(job_id)
             self._transition(job)
             self._settled(job_id)
         elif (entry := self._running.get(job_id)) is not None:
@@ -210,33 +230,45 @@ class JobRunner:
             self._wake.set()
 
     async def wait(self, job_id: str, timeout: float) -> JobRecord:
-        """The job once it ended, or as it is after ``timeout`` seconds."""
+        """The job once it ended, or as it is after ``timeout`` seconds.
+
+        A job that ends in this process wakes the wait at once; one that runs in another
+        server process is seen at the next read (every WAIT_POLL_S).
+        """
         deadline = time.monotonic() + timeout
         event = self._events.setdefault(job_id, asyncio.Event())
+        ended_at: float | None = None
         try:
             while True:
                 job = await in_thread(self.registry.get_job, job_id)
-                remaining = deadline - time.monotonic()
-                if job.status in FINISHED or remaining <= 0 or self._draining:
+                now = time.monotonic()
+                remaining = deadline - now
+                if job.status in FINISHED and ended_at is None:
+                    ended_at = now
+                # A job of this process is over once the runner settled it (its worker
+                # gone, its end logged), which follows the database at once.
+                settling = job_id in self._running and now - (ended_at or now) < SETTLE_S
+                if (job.status in FINISHED and not settling) or remaining <= 0 or self._draining:
                     return job
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(event.wait(), min(remaining, 1.0))
+                    await asyncio.wait_for(event.wait(), min(remaining, WAIT_POLL_S))
         finally:
-            if self._events.get(job_id) is event and event.is_set():
+            if self._events.get(job_id) is event:
                 del self._events[job_id]
 
     def _settled(self, job_id: str) -> None:
         event = self._events.get(job_id)
         if event is not None:
             event.set()
+        self._claim_soon()  # a slot may have freed
 
     # ------------------------------------------------------------------ the loop
 
     async def _loop(self) -> None:
         while not self._stopping:
             try:
-                await self._start_queued()
                 await self._supervise()
+                await self._start_queued()
             except Exception:  # keep supervising whatever one round hit
                 log.exception("job runner round failed")
             if self._stopping:
@@ -246,19 +278,23 @@ class JobRunner:
                 await asyncio.wait_for(self._wake.wait(), TICK_S)
 
     async def _start_queued(self) -> None:
-        while (
-            self._queue
-            and len(self._running) < self.settings.max_concurrent_jobs
-            and not self._stopping
-        ):
-            job_id = self._queue.popleft()
+        """Start the service's oldest queued jobs while it runs fewer than
+        ``max_concurrent_jobs`` (none once shutting down: they would be interrupted)."""
+        now = time.monotonic()
+        if self._draining or not (self._claim_now or now - self._last_claim >= CLAIM_POLL_S):
+            return
+        self._claim_now, self._last_claim = False, now
+        limit = self.settings.max_concurrent_jobs
+        while len(self._running) < limit and not self._draining:
             try:
-                job = await in_thread(self.registry.start_job, job_id)
-            except (ConflictError, NotFoundError):
-                # Cancelled (or its model deleted) while it waited.
-                with contextlib.suppress(NotFoundError, StorageError):
-                    self._transition(await in_thread(self.registry.get_job, job_id))
-                continue
+                job = await in_thread(self.registry.start_next_job, limit)
+            except StorageError as exc:
+                log.warning("could not look for a queued job to start: %s", exc)
+                self._last_claim += CLAIM_BACKOFF_S  # the database is down: fewer tries
+                return
+            if job is None:
+                return
+            job_id = job.id
             self._transition(job)
             try:
                 process, alive = await in_thread(self._spawn, job_id)

@@ -1,9 +1,10 @@
 """Structured logs: one JSON object per line, tagged with the id of the request served.
 
 Call sites log an event with its fields: ``log.info("...", extra={"fields": {...}})``.
-Every line carries ``time``, ``level``, ``logger`` and ``message``, the fields, and the
-``request_id`` of the request being served (a context variable, so lines logged in the
-worker threads of that request have it too). Nothing logs headers or bodies: API keys
+Every line carries ``time``, ``level``, ``logger``, ``pid`` (the process that wrote it:
+the launcher, one of the server processes, a training worker), ``message``, the fields,
+and the ``request_id`` of the request being served (a context variable, so lines logged
+in the worker threads of that request have it too). Nothing logs headers or bodies: API keys
 and uploaded data never reach a log line.
 
 :func:`configure_logging` is for the server process (and training workers) only; the
@@ -54,6 +55,7 @@ class JsonFormatter(logging.Formatter):
             "time": moment.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
             "level": record.levelname.lower(),
             "logger": record.name,
+            "pid": record.process,
             "message": record.getMessage(),
             **_fields(record),
         }
@@ -66,10 +68,10 @@ class JsonFormatter(logging.Formatter):
 
 
 class TextFormatter(logging.Formatter):
-    """``time LEVEL logger: message key=value ...`` for a human at a terminal."""
+    """``time LEVEL logger[pid]: message key=value ...`` for a human at a terminal."""
 
     def __init__(self) -> None:
-        super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s")
+        super().__init__("%(asctime)s %(levelname)s %(name)s[%(process)d]: %(message)s")
 
     def format(self, record: logging.LogRecord) -> str:
         line = super().format(record)

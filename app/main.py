@@ -1,11 +1,13 @@
 """The app factory: ``create_app(settings)`` wires routes, handlers and the lifespan.
 
 The lifespan opens the registry (which fails jobs a dead server left open), the model
-cache and the job runner, and closes them in reverse order. Run it with
-``uvicorn app.main:create_app --factory`` (``make run``); settings are read from the
+cache and the job runner, and closes them in reverse order. ``python -m app`` (``make
+run``) serves it with uvicorn in ``ENSEMBLE_WORKERS`` processes (:mod:`app.launcher`);
+``uvicorn app.main:create_app --factory`` serves it in one. Settings are read from the
 environment when the app is created, never at import. Created that way, without
-settings, the factory also sets up the server process: JSON logs and a clean exit
-status after SIGTERM (:mod:`app.process`); tests pass settings and keep their own.
+settings, the factory also sets up the server process: JSON logs, a clean exit status
+after SIGTERM, metrics shared with its sibling processes (:mod:`app.process`); tests pass
+settings and keep their own.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 from fastapi import Depends, FastAPI
@@ -26,9 +29,16 @@ import app as app_package
 from app.deps import Services, require_unless
 from app.jobs import JobRunner
 from app.metrics import Metrics
+from app.metrics_folder import shared_metrics_folder
 from app.middleware import BodyLimitMiddleware, RequestMiddleware
 from app.problems import install_handlers
-from app.process import configure_process, exit_zero_after_shutdown, on_shutdown_signal
+from app.process import (
+    configure_process,
+    exit_zero_after_shutdown,
+    launcher_gone,
+    on_shutdown_signal,
+    report_startup_failure,
+)
 from app.routes import datasets, health, jobs, kinds, models, predictions
 from app.schemas.common import ProblemDetails
 from app.schemas.datasets import DatasetRecordsIn, DatasetRowsIn, DatasetUploadForm
@@ -54,17 +64,31 @@ _MULTIPART_SLACK = 1024 * 1024  # form framing and the name field around an uplo
 def create_app(settings: Settings | None = None) -> FastAPI:
     """A new service around ``settings``; without them, the server process's app: the
     settings are read from the environment now and the process is set up for serving."""
+    shared: Path | None = None
     if settings is None:
         settings = Settings()
         configure_process(settings)
-    metrics = Metrics()
+        shared = shared_metrics_folder()
+        if shared is None and settings.worker_count > 1:
+            log.warning(
+                "ENSEMBLE_WORKERS=%s is for `python -m app` and `make run`; started "
+                "otherwise, this process serves alone",
+                settings.workers,
+            )
+    metrics = Metrics(shared)
 
     @asynccontextmanager
     async def lifespan(application: FastAPI) -> AsyncIterator[None]:
-        registry = await in_thread(SqlRegistry.open, settings.data_dir, settings.database_url)
-        cache = ModelCache(settings.cache_max_entries, settings.cache_max_bytes)
-        runner = JobRunner(registry, settings, metrics)
-        await runner.start()
+        try:
+            registry = await in_thread(SqlRegistry.open, settings.data_dir, settings.database_url)
+            cache = ModelCache(
+                settings.cache_max_entries, settings.cache_max_bytes, metrics.cache_observer()
+            )
+            runner = JobRunner(registry, settings, metrics)
+            await runner.start()
+        except BaseException:
+            report_startup_failure()  # the launcher of several processes exits 3
+            raise
         metrics.watch(registry.count_jobs_by_status, cache)
         application.state.services = Services(settings, registry, cache, runner, metrics)
         if not settings.api_keys:
@@ -79,6 +103,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             await runner.stop()
             cache.clear()
             await in_thread(registry.close)
+            metrics.close(last=launcher_gone())
             log.info("shut down")
             exit_zero_after_shutdown()
 

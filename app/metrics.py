@@ -5,12 +5,24 @@ Counted as things happen: HTTP requests and their latency per route template and
 status, requests in progress, predictions per model, training durations. Read at each
 scrape: jobs by status (one ``GROUP BY`` in the registry database) and the model cache
 counters. Also the process's CPU, memory and file descriptors.
+
+With several server processes (``ENSEMBLE_WORKERS`` > 1) a scrape is answered by one of
+them but must cover all: the metrics then live in prometheus-client's multiprocess files
+(a private folder the launcher made, ``PROMETHEUS_MULTIPROC_DIR``) and are merged at each
+scrape. Counters and histograms add up over every process that ever served; the gauges
+of a process count only while it lives (``livesum``: requests in progress, models and
+bytes in each process's cache); the model cache counts where each hit, miss, load and
+eviction happens (a :class:`CacheObserver`); CPU, memory and file descriptors are read
+for each live server process and labelled with its ``pid``; jobs by status still come
+from the database, once per scrape.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
 from typing import Final
 
 from prometheus_client import (
@@ -23,73 +35,114 @@ from prometheus_client import (
 )
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import choose_encoder
+from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
-from ensembles.registry import ModelCache
+from app.metrics_folder import MetricsFolder
+from ensembles.registry import CacheEvent, ModelCache
 
 log = logging.getLogger(__name__)
 
 REQUEST_BUCKETS: Final = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 TRAINING_BUCKETS: Final = (1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0)
 UNMATCHED: Final = "<unmatched>"
+_CACHE_COUNTERS: Final[dict[CacheEvent, tuple[str, str]]] = {
+    "hit": ("hits", "Predictions that found their model loaded."),
+    "miss": ("misses", "Predictions that had to load their model."),
+    "load": ("loads", "Models loaded from their artifact."),
+    "eviction": ("evictions", "Models dropped to stay within the cache bounds."),
+}
+_CACHE_BYTES: Final = ("ensemble_model_cache_bytes", "Artifact bytes of the models in memory.")
+_CACHE_ENTRIES: Final = ("ensemble_model_cache_entries", "Models held in memory.")
 
 # The *_created series of every counter and histogram double the output for no use here.
 disable_created_metrics()  # type: ignore[no-untyped-call]
 
 
 class Metrics:
-    """The metrics of one app; :meth:`watch` adds the state read at each scrape."""
+    """The metrics of one app; :meth:`watch` adds the state read at each scrape.
 
-    def __init__(self) -> None:
+    ``shared_folder``: the multiprocess folder when this is one of several server
+    processes (see the module's documentation); None: this process's own figures.
+    """
+
+    def __init__(self, shared_folder: Path | None = None) -> None:
         self.registry = CollectorRegistry()
+        self.shared = None if shared_folder is None else MetricsFolder(shared_folder)
+        # Shared: the values go to this process's files and are exposed merged with the
+        # other processes'; registering them too would count this process twice.
+        own = self.registry if self.shared is None else None
         labels = ("method", "route", "status")
         self.requests = Counter(
             "ensemble_http_requests",
             "HTTP requests by method, route template and status.",
             labels,
-            registry=self.registry,
+            registry=own,
         )
         self.latency = Histogram(
             "ensemble_http_request_duration_seconds",
             "HTTP request latency by method, route template and status.",
             labels,
             buckets=REQUEST_BUCKETS,
-            registry=self.registry,
+            registry=own,
         )
         self.in_progress = Gauge(
             "ensemble_http_requests_in_progress",
             "HTTP requests being served now.",
-            registry=self.registry,
+            registry=own,
+            multiprocess_mode="livesum",
         )
         self.predictions = Counter(
             "ensemble_predictions",
             "Prediction requests answered, by model.",
             ("model",),
-            registry=self.registry,
+            registry=own,
         )
         self.prediction_rows = Counter(
             "ensemble_prediction_rows",
             "Rows predicted, by model.",
             ("model",),
-            registry=self.registry,
+            registry=own,
         )
         self.training = Histogram(
             "ensemble_training_duration_seconds",
             "Wall time of training jobs from start to end, by final status.",
             ("status",),
             buckets=TRAINING_BUCKETS,
-            registry=self.registry,
+            registry=own,
         )
-        ProcessCollector(registry=self.registry)
-        self._state: _StateCollector | None = None
+        self._cache_observer: _CacheCounters | None = None
+        if self.shared is None:
+            ProcessCollector(registry=self.registry)
+        else:
+            self._cache_observer = _CacheCounters()
+            MultiProcessCollector(self.registry, path=str(self.shared.path))  # type: ignore[no-untyped-call]
+            self.registry.register(_ProcessesCollector(self.shared))
+        self._state: list[Collector] = []
+
+    def cache_observer(self) -> _CacheCounters | None:
+        """What a ModelCache should report its events to (None: it is read when scraped)."""
+        return self._cache_observer
 
     def watch(self, jobs: Callable[[], Mapping[str, int]], cache: ModelCache) -> None:
         """Report ``jobs()`` (counts by status) and the cache's counters at each scrape
         (replacing what an earlier run of the lifespan watched)."""
-        if self._state is not None:
-            self.registry.unregister(self._state)
-        self._state = _StateCollector(jobs, cache)
-        self.registry.register(self._state)
+        for collector in self._state:
+            self.registry.unregister(collector)
+        self._state = [_JobsCollector(jobs)]
+        if self.shared is None:
+            self._state.append(_CacheCollector(cache))
+        for collector in self._state:
+            self.registry.register(collector)
+
+    def close(self, *, last: bool = False) -> None:
+        """This server process stops serving: its live gauges no longer count. ``last``:
+        the whole service is ending without its launcher, so remove this process's files
+        (and the shared folder once it is empty)."""
+        if self.shared is not None:
+            self.shared.forget_self()
+            if last:
+                self.shared.remove_own_files()
 
     def observe_request(self, method: str, route: str, status: int, seconds: float) -> None:
         labels = (method, route, str(status))
@@ -108,40 +161,98 @@ class Metrics:
 
         Blocking (the job counts are a database query): call it from a worker thread.
         """
+        if self.shared is not None:
+            self.shared.forget_dead()
         encoder, content_type = choose_encoder(accept or "")
         return encoder(self.registry), content_type
 
 
-class _StateCollector(Collector):
-    """State owned by others, read when scraped rather than mirrored on every change."""
+class _JobsCollector(Collector):
+    """Jobs by status, read from the database when scraped (once, whatever the number of
+    server processes)."""
 
-    def __init__(self, jobs: Callable[[], Mapping[str, int]], cache: ModelCache) -> None:
+    def __init__(self, jobs: Callable[[], Mapping[str, int]]) -> None:
         self.jobs = jobs
-        self.cache = cache
 
     def collect(self) -> Iterator[Metric]:
         try:
             counts = self.jobs()
         except Exception as exc:  # a scrape must not fail because the database does
             log.warning("could not count jobs for /metrics: %s", exc)
-        else:
-            jobs = GaugeMetricFamily(
-                "ensemble_training_jobs", "Training jobs by status.", labels=["status"]
-            )
-            for status, n in sorted(counts.items()):
-                jobs.add_metric([status], n)
-            yield jobs
+            return
+        jobs = GaugeMetricFamily(
+            "ensemble_training_jobs", "Training jobs by status.", labels=["status"]
+        )
+        for status, n in sorted(counts.items()):
+            jobs.add_metric([status], n)
+        yield jobs
+
+
+class _CacheCollector(Collector):
+    """One process's model cache, read when scraped rather than mirrored on every change."""
+
+    def __init__(self, cache: ModelCache) -> None:
+        self.cache = cache
+
+    def collect(self) -> Iterator[Metric]:
         cache = self.cache
-        for name, help_text, value in (
-            ("hits", "Predictions that found their model loaded.", cache.hits),
-            ("misses", "Predictions that had to load their model.", cache.misses),
-            ("loads", "Models loaded from their artifact.", cache.loads),
-            ("evictions", "Models dropped to stay within the cache bounds.", cache.evictions),
-        ):
-            yield CounterMetricFamily(f"ensemble_model_cache_{name}", help_text, value=value)
-        yield GaugeMetricFamily(
-            "ensemble_model_cache_bytes", "Artifact bytes of the models in memory.", cache.bytes
-        )
-        yield GaugeMetricFamily(
-            "ensemble_model_cache_entries", "Models held in memory.", len(cache)
-        )
+        values = {
+            "hit": cache.hits,
+            "miss": cache.misses,
+            "load": cache.loads,
+            "eviction": cache.evictions,
+        }
+        for event, (name, help_text) in _CACHE_COUNTERS.items():
+            yield CounterMetricFamily(
+                f"ensemble_model_cache_{name}", help_text, value=values[event]
+            )
+        yield GaugeMetricFamily(*_CACHE_BYTES, value=cache.bytes)
+        yield GaugeMetricFamily(*_CACHE_ENTRIES, value=len(cache))
+
+
+class _CacheCounters:
+    """A cache observer counting into the multiprocess files as events happen: the sums
+    over every process, and what each live process holds."""
+
+    def __init__(self) -> None:
+        self.counters = {
+            event: Counter(f"ensemble_model_cache_{name}", help_text, registry=None)
+            for event, (name, help_text) in _CACHE_COUNTERS.items()
+        }
+        self.bytes = Gauge(*_CACHE_BYTES, registry=None, multiprocess_mode="livesum")
+        self.entries = Gauge(*_CACHE_ENTRIES, registry=None, multiprocess_mode="livesum")
+
+    def counted(self, event: CacheEvent, n: int) -> None:
+        self.counters[event].inc(n)
+
+    def holding(self, entries: int, size: int) -> None:
+        self.entries.set(entries)
+        self.bytes.set(size)
+
+
+class _ProcessesCollector(Collector):
+    """``process_*`` (CPU, memory, file descriptors) of every live server process, each
+    labelled with its ``pid``, read from /proc when scraped."""
+
+    def __init__(self, folder: MetricsFolder) -> None:
+        self.folder = folder
+        self._pid = 0
+        self._lock = threading.Lock()  # scrapes run in worker threads
+        self._reader = ProcessCollector(pid=lambda: self._pid, registry=None)
+
+    def collect(self) -> Iterator[Metric]:
+        families: dict[str, Metric] = {}
+        with self._lock:
+            readings = []
+            for pid in self.folder.live_pids():
+                self._pid = pid
+                readings.append((pid, list(self._reader.collect())))
+        for pid, metrics in readings:
+            for metric in metrics:
+                family = families.setdefault(
+                    metric.name, Metric(metric.name, metric.documentation, metric.type)
+                )
+                for sample in metric.samples:
+                    labels = {**sample.labels, "pid": str(pid)}
+                    family.add_sample(sample.name, labels, sample.value)
+        yield from families.values()

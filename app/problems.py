@@ -156,11 +156,6 @@ class ForbiddenError(ServiceError):
     title = "Not allowed"
 
 
-class QueueFullError(ServiceError):
-    code = "queue_full"
-    title = "Too many training jobs"
-
-
 # --------------------------------------------------------------------------- bodies
 
 

@@ -13,21 +13,37 @@ seconds), then runs the app's lifespan shutdown. Two details are ours:
   lifespan, blocks SIGTERM instead: that last raise is never delivered and the process
   exits 0. (As PID 1 in a container the kernel ignores it anyway; this is for
   ``make run`` and process supervisors.)
+
+One of several server processes (``ENSEMBLE_WORKERS`` > 1, started by
+:mod:`app.launcher`, which made the shared metrics folder) also watches its launcher:
+should the launcher die without stopping it (SIGKILL), the process shuts down as after
+SIGTERM rather than serve on as an orphan. And a process that cannot start leaves a note
+in that folder, so the launcher exits with a failure status rather than 0.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import os
 import signal
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
 from typing import Final
 
 from app.logs import configure_logging
+from app.metrics_folder import shared_metrics_folder
 from app.settings import Settings
 
 SHUTDOWN_SIGNALS: Final = (signal.SIGTERM, signal.SIGINT)
+STARTUP_FAILED: Final = "startup-failed-"  # + pid: a note in the shared metrics folder
+LAUNCHER_ENV: Final = "_ENSEMBLE_LAUNCHER_PID"  # set by app.launcher for its server processes
+LAUNCHER_POLL_S: Final = 1.0
+
+log = logging.getLogger(__name__)
 
 
 _serving = threading.Event()  # set once in the server process, by configure_process
@@ -37,6 +53,36 @@ def configure_process(settings: Settings) -> None:
     """Set up the server process (never a test's): its logging, its exit status."""
     configure_logging(settings.log_level, settings.log_format)
     _serving.set()
+    launcher = os.environ.get(LAUNCHER_ENV, "")
+    if shared_metrics_folder() is not None and launcher.isdigit():
+        _watch_launcher(int(launcher))
+
+
+def _watch_launcher(launcher: int) -> None:
+    """SIGTERM to this process (a graceful shutdown) once ``launcher`` is no longer its
+    parent (it may have died before this process got here)."""
+
+    def watch() -> None:
+        while os.getppid() == launcher:
+            time.sleep(LAUNCHER_POLL_S)
+        log.warning("the launcher (process %d) is gone: shutting down", launcher)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="launcher-watch", daemon=True).start()
+
+
+def launcher_gone() -> bool:
+    """Whether this server process was started by a launcher that has died since."""
+    launcher = os.environ.get(LAUNCHER_ENV, "")
+    return _serving.is_set() and launcher.isdigit() and os.getppid() != int(launcher)
+
+
+def report_startup_failure() -> None:
+    """Tell the launcher (if any) that this server process could not start."""
+    folder = shared_metrics_folder()
+    if folder is not None and _serving.is_set():
+        with contextlib.suppress(OSError):
+            (folder / f"{STARTUP_FAILED}{os.getpid()}").touch()
 
 
 def _in_main_thread() -> bool:

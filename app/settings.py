@@ -6,18 +6,26 @@ No instance lives at module level: ``create_app(settings)`` takes one (tests var
 
 from __future__ import annotations
 
+import math
+import os
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Final, Literal
 
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from ensembles import SpecLimits, TableLimits
+if TYPE_CHECKING:  # imported when used: the launcher reads settings without the library
+    from ensembles import SpecLimits, TableLimits
 
 Role = Literal["read", "train", "admin"]
 ROLES: tuple[Role, ...] = ("read", "train", "admin")
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR"]
 MIB = 1024 * 1024
+MAX_WORKERS: Final = 64
+WORKERS_HELP: Final = (
+    f"ENSEMBLE_WORKERS is the number of server processes: a whole number from 1 to "
+    f"{MAX_WORKERS}, or auto (one per CPU this process may use)"
+)
 
 
 def parse_api_keys(value: object) -> dict[str, Role]:
@@ -36,6 +44,52 @@ def parse_api_keys(value: object) -> dict[str, Role]:
             )
         keys[key] = role
     return keys
+
+
+CGROUP: Final = Path("/sys/fs/cgroup")
+
+
+def available_cpus(cgroup: Path = CGROUP) -> int:
+    """CPUs this process may run on: its affinity mask, capped by a cgroup CPU quota
+    (a container started with ``--cpus 2`` on a larger host gets 2)."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        cpus = os.cpu_count() or 1
+    quota = _cgroup_cpu_quota(cgroup)
+    return max(1, min(cpus, quota) if quota is not None else cpus)
+
+
+def _cgroup_cpu_quota(cgroup: Path) -> int | None:
+    """``ceil(quota / period)`` of cgroup v2 ``cpu.max`` or v1 ``cpu.cfs_*``; None: no quota."""
+    candidates = (
+        (cgroup / "cpu.max", None),
+        (cgroup / "cpu" / "cpu.cfs_quota_us", cgroup / "cpu" / "cpu.cfs_period_us"),
+    )
+    for first, second in candidates:
+        try:
+            words = first.read_text().split()
+            if second is not None:
+                words.append(second.read_text().strip())
+            quota, period = words[0], words[1]
+            if quota in ("max", "-1"):
+                return None
+            return max(1, math.ceil(int(quota) / int(period)))
+        except (OSError, ValueError, IndexError, ZeroDivisionError):
+            continue
+    return None
+
+
+def parse_workers(value: object) -> int | Literal["auto"]:
+    """``ENSEMBLE_WORKERS``: a whole number from 1 to MAX_WORKERS, or ``auto``."""
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if text == "auto":
+            return "auto"
+        value = int(text) if text.isascii() and text.isdigit() else text
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_WORKERS:
+        raise ValueError(WORKERS_HELP)
+    return value
 
 
 class Settings(BaseSettings):
@@ -118,6 +172,12 @@ class Settings(BaseSettings):
         default=20_000, ge=1, description="Most estimators one training fits across nesting."
     )
 
+    workers: Annotated[int | Literal["auto"], NoDecode] = Field(
+        default=1,
+        description="Server processes sharing the port (``python -m app`` and ``make run`` "
+        f"start them): 1 to {MAX_WORKERS}, or auto for one per available CPU. Each has its "
+        "own model cache; job limits apply to the whole service.",
+    )
     shutdown_timeout_s: int = Field(
         default=30,
         ge=0,
@@ -135,13 +195,27 @@ class Settings(BaseSettings):
     def _upper_log_level(cls, value: object) -> object:
         return value.upper() if isinstance(value, str) else value
 
+    @field_validator("workers", mode="before")
+    @classmethod
+    def _parse_workers(cls, value: object) -> object:
+        return parse_workers(value)
+
     @field_validator("api_keys", mode="before")
     @classmethod
     def _parse_api_keys(cls, value: object) -> object:
         return parse_api_keys(value)
 
     @property
+    def worker_count(self) -> int:
+        """How many server processes to start (``auto`` resolved on this machine)."""
+        if self.workers == "auto":
+            return min(available_cpus(), MAX_WORKERS)
+        return self.workers
+
+    @property
     def spec_limits(self) -> SpecLimits:
+        from ensembles import SpecLimits
+
         return SpecLimits(
             max_depth=self.max_nesting_depth,
             max_members_per_level=self.max_members_per_level,
@@ -150,6 +224,8 @@ class Settings(BaseSettings):
 
     @property
     def table_limits(self) -> TableLimits:
+        from ensembles import TableLimits
+
         return TableLimits(
             max_bytes=self.max_upload_bytes,
             max_rows=self.max_dataset_rows,

@@ -88,6 +88,13 @@ class ConflictError(EnsembleError):
     title = "Conflict"
 
 
+class QueueFullError(EnsembleError):
+    """No room for another training job: as many as allowed are queued or running."""
+
+    code = "queue_full"
+    title = "Too many training jobs"
+
+
 class IntegrityError(EnsembleError):
     """A stored artifact whose bytes no longer match the recorded checksum."""
 

@@ -51,7 +51,9 @@ _LOCATION = {"Location": {"description": "Where to follow it.", "schema": {"type
     "and queue a training job: 202 with the job and `Location: /v1/jobs/{id}`. The model is "
     "created on first use. With `?wait=true` the call blocks until the job ends (at most "
     "ENSEMBLE_WAIT_TIMEOUT_S seconds): 201 with the version, or the failed job's problem, "
-    "or 202 with the job if it is still running then. A full queue answers 429.",
+    "or 202 with the job if it is still running then. A full queue answers 429 (the "
+    "queue and the limit on running jobs are the whole service's, whichever server "
+    "process answers).",
     dependencies=[TRAIN],
     openapi_extra=_TRAIN_BODY,
     responses={
@@ -74,9 +76,7 @@ async def train_version(
 ) -> Response:
     raw = await read_json(request)
     document = await prepare_job(registry, settings, name, raw)
-    with runner.reservation():
-        job = await in_thread(registry.submit_job, name, document)
-        runner.enqueue(job)
+    job = await runner.submit(name, document)
     if wait:
         job = await runner.wait(job.id, settings.wait_timeout_s)
         if job.status == "succeeded":

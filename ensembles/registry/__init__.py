@@ -5,7 +5,7 @@ loaded models in memory. No HTTP here: errors are ``ensembles.errors`` classes.
 """
 
 from ensembles.registry.base import Registry
-from ensembles.registry.cache import CacheKey, ModelCache
+from ensembles.registry.cache import CacheEvent, CacheKey, CacheObserver, ModelCache
 from ensembles.registry.names import (
     ALIAS_PATTERN,
     LATEST,
@@ -29,7 +29,9 @@ __all__ = [
     "JOB_STATUSES",
     "LATEST",
     "MODEL_NAME_PATTERN",
+    "CacheEvent",
     "CacheKey",
+    "CacheObserver",
     "DatasetRecord",
     "JobRecord",
     "JobStatus",

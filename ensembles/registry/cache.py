@@ -6,6 +6,9 @@ so moving an alias or re-training changes the key and a stale entry is simply ne
 asked for; deleting a model or version should still call :meth:`invalidate_model` to
 free the memory. Artifact size on disk is the cost of an entry: cheap to know up front
 and proportional to the unpickled size for scikit-learn models.
+
+An optional :class:`CacheObserver` is told of every event as it happens (for metrics
+that must be counted where they occur, e.g. summed over several server processes).
 """
 
 from __future__ import annotations
@@ -15,8 +18,20 @@ from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
+from typing import Literal, Protocol
 
 CacheKey = tuple[str, int, str]
+CacheEvent = Literal["hit", "miss", "load", "eviction"]
+
+
+class CacheObserver(Protocol):
+    """Told of the cache's events, under its lock: keep both methods quick."""
+
+    def counted(self, event: CacheEvent, n: int) -> None:
+        """``n`` more events of this kind."""
+
+    def holding(self, entries: int, size: int) -> None:
+        """What the cache holds now, after a change."""
 
 
 @dataclass(frozen=True)
@@ -33,9 +48,12 @@ class ModelCache:
     and ``bytes`` (total cost of the entries held).
     """
 
-    def __init__(self, max_entries: int, max_bytes: int) -> None:
+    def __init__(
+        self, max_entries: int, max_bytes: int, observer: CacheObserver | None = None
+    ) -> None:
         if max_entries < 0 or max_bytes < 0:
             raise ValueError("cache bounds must be >= 0 (0 disables caching)")
+        self.observer = observer
         self.max_entries = max_entries
         self.max_bytes = max_bytes
         self.hits = 0
@@ -68,6 +86,8 @@ class ModelCache:
                 return None
             self._entries.move_to_end(key)
             self.hits += 1
+            if self.observer is not None:
+                self.observer.counted("hit", 1)
             return entry.value
 
     def get_or_load(self, key: CacheKey, loader: Callable[[], object], size: int) -> object:
@@ -83,8 +103,12 @@ class ModelCache:
             if entry is not None:
                 self._entries.move_to_end(key)
                 self.hits += 1
+                if self.observer is not None:
+                    self.observer.counted("hit", 1)
                 return entry.value
             self.misses += 1
+            if self.observer is not None:
+                self.observer.counted("miss", 1)
             pending = self._loading.get(key)
             if pending is None:
                 pending = self._loading[key] = Future()
@@ -104,6 +128,8 @@ class ModelCache:
         with self._lock:
             del self._loading[key]
             self.loads += 1
+            if self.observer is not None:
+                self.observer.counted("load", 1)
             # Invalidated while loading: hand the value out but do not keep it.
             if generation == self._generation.get(key[0], 0):
                 self._insert(key, _Entry(value, size))
@@ -115,10 +141,20 @@ class ModelCache:
             return  # would evict everything and still not fit
         self._entries[key] = entry
         self.bytes += entry.size
+        evicted_now = 0
         while len(self._entries) > self.max_entries or self.bytes > self.max_bytes:
             _, evicted = self._entries.popitem(last=False)
             self.bytes -= evicted.size
-            self.evictions += 1
+            evicted_now += 1
+        self.evictions += evicted_now
+        if self.observer is not None:
+            if evicted_now:
+                self.observer.counted("eviction", evicted_now)
+            self._report_holding()
+
+    def _report_holding(self) -> None:
+        if self.observer is not None:
+            self.observer.holding(len(self._entries), self.bytes)
 
     def invalidate_model(self, name: str, version: int | None = None) -> None:
         """Drop the entries of a model (or of one version); loads in flight are not kept."""
@@ -126,6 +162,7 @@ class ModelCache:
             self._generation[name] = self._generation.get(name, 0) + 1
             for key in [k for k in self._entries if k[0] == name and version in (None, k[1])]:
                 self.bytes -= self._entries.pop(key).size
+            self._report_holding()
 
     def clear(self) -> None:
         with self._lock:
@@ -133,3 +170,4 @@ class ModelCache:
                 self._generation[name] = self._generation.get(name, 0) + 1
             self._entries.clear()
             self.bytes = 0
+            self._report_holding()

@@ -4,6 +4,12 @@ queued -> running -> succeeded | failed | cancelled, and queued -> cancelled | f
 Each function reads the job under the write lock (``FOR UPDATE`` on Postgres; SQLite's
 ``BEGIN IMMEDIATE`` already excludes other writers), checks the transition is allowed
 and applies it, so two processes can never both move one job.
+
+The jobs table is also the service's queue, shared by every process of the service:
+:func:`submit` refuses a job beyond a bound on open jobs and :func:`start_next` starts
+the oldest queued job only while fewer than a bound run, each counting inside its write
+transaction (serialized by the database lock on SQLite, by an advisory lock on
+Postgres), so no interleaving of processes exceeds either bound.
 """
 
 from __future__ import annotations
@@ -15,13 +21,14 @@ from typing import Final, Literal
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from ensembles.errors import ConflictError, StorageError
+from ensembles.errors import ConflictError, QueueFullError, StorageError
 from ensembles.registry import rows
 from ensembles.registry.records import UNFINISHED, JobRecord, job_problem
 from ensembles.registry.schema import jobs, models
 
 INTERRUPTED_RUNNING: Final = "interrupted: the service stopped while this job was running"
 INTERRUPTED_QUEUED: Final = "interrupted: the service stopped before this job started"
+_SCHEDULING_LOCK_KEY: Final = 0x456E734A  # arbitrary, constant: "EnsJ"
 
 Ending = Literal["succeeded", "failed", "cancelled"]
 
@@ -56,10 +63,44 @@ def allocate_version(conn: Connection, name: str, now: datetime) -> int:
     raise StorageError(f"could not allocate a version number for model {name!r}")
 
 
+def lock_scheduling(conn: Connection) -> None:
+    """Serialize the transactions that count open jobs before adding or starting one.
+
+    SQLite: nothing to do, ``BEGIN IMMEDIATE`` holds the database's write lock already.
+    Postgres: row locks cannot guard a count, so an advisory lock for the transaction.
+    """
+    if conn.dialect.name == "postgresql":
+        conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _SCHEDULING_LOCK_KEY})
+
+
+def open_counts(conn: Connection) -> tuple[int, int]:
+    """How many jobs are queued and how many are running (one indexed ``GROUP BY``)."""
+    query = (
+        sa.select(jobs.c.status, sa.func.count())
+        .where(jobs.c.status.in_(UNFINISHED))
+        .group_by(jobs.c.status)
+    )
+    counts = {str(status): int(n) for status, n in conn.execute(query)}
+    return counts.get("queued", 0), counts.get("running", 0)
+
+
 def submit(
-    conn: Connection, name: str, request: dict[str, object], owner: str, now: datetime
+    conn: Connection,
+    name: str,
+    request: dict[str, object],
+    owner: str,
+    now: datetime,
+    max_open: int | None = None,
 ) -> JobRecord:
-    """Reserve the model's next version and queue a job holding it."""
+    """Reserve the model's next version and queue a job holding it; with ``max_open``,
+    QueueFullError when that many jobs are already queued or running."""
+    if max_open is not None:
+        lock_scheduling(conn)
+        queued, running = open_counts(conn)
+        if queued + running >= max_open:
+            raise QueueFullError(
+                f"{queued} jobs are waiting and {running} running; retry when some have finished"
+            )
     number = allocate_version(conn, name, now)
     job_id = new_job_id()
     conn.execute(
@@ -94,6 +135,45 @@ def start(conn: Connection, job_id: str, owner: str, now: datetime) -> JobRecord
         )
     )
     return rows.fetch_job(conn, job_id)
+
+
+def can_start_next(conn: Connection, max_running: int) -> bool:
+    """Whether :func:`start_next` would start a job now (a read: no lock taken)."""
+    queued, running = open_counts(conn)
+    return queued > 0 and running < max_running
+
+
+def start_next(conn: Connection, owner: str, max_running: int, now: datetime) -> JobRecord | None:
+    """Start the oldest queued job, whoever queued it, if fewer than ``max_running`` run."""
+    lock_scheduling(conn)
+    _, running = open_counts(conn)
+    if running >= max_running:
+        return None
+    oldest = (
+        sa.select(jobs.c.id)
+        .where(jobs.c.status == "queued")
+        .order_by(jobs.c.created_at, jobs.c.id)
+        .limit(1)
+    )
+    job_id = conn.execute(oldest).scalar()
+    if job_id is None:
+        return None
+    return start(conn, str(job_id), owner, now)
+
+
+def fail_queued_of(
+    conn: Connection, owner: str, problem: dict[str, object], now: datetime
+) -> list[str]:
+    """Fail the jobs ``owner`` queued that nobody has started; their ids."""
+    query = sa.select(jobs.c.id).where(jobs.c.owner == owner, jobs.c.status == "queued")
+    ids = [str(job_id) for job_id in conn.execute(query).scalars()]
+    if ids:
+        conn.execute(
+            sa.update(jobs)
+            .where(jobs.c.id.in_(ids))
+            .values(status="failed", finished_at=now, error=problem)
+        )
+    return ids
 
 
 def record_progress(conn: Connection, job_id: str, progress: dict[str, object]) -> None:

@@ -321,12 +321,18 @@ class SqlRegistry:
 
     # ------------------------------------------------------------------ jobs
 
-    def submit_job(self, model: str, request: dict[str, object]) -> JobRecord:
-        """Reserve the next version number of ``model`` and queue a job for it, atomically."""
+    def submit_job(
+        self, model: str, request: dict[str, object], *, max_open: int | None = None
+    ) -> JobRecord:
+        """Reserve the next version number of ``model`` and queue a job for it, atomically.
+
+        ``max_open`` bounds the jobs queued or running in the whole registry (every
+        process sharing it): QueueFullError, and nothing reserved, when that many are.
+        """
         name = validate_model_name(model)
         stored = _json_copy(request, "the training request")
         return self._run_write(
-            lambda conn: lifecycle.submit(conn, name, stored, self.instance_id, _now())
+            lambda conn: lifecycle.submit(conn, name, stored, self.instance_id, _now(), max_open)
         )
 
     def get_job(self, job_id: str) -> JobRecord:
@@ -367,6 +373,30 @@ class SqlRegistry:
     def start_job(self, job_id: str) -> JobRecord:
         """queued -> running (ConflictError otherwise); this instance becomes its owner."""
         return self._run_write(lambda conn: lifecycle.start(conn, job_id, self.instance_id, _now()))
+
+    def start_next_job(self, max_running: int) -> JobRecord | None:
+        """Start the oldest queued job (whichever instance queued it) if fewer than
+        ``max_running`` jobs run in the whole registry; this instance becomes its owner.
+
+        None when there is nothing to start. A read answers that cheaply; the write
+        transaction, which checks again, is only taken when a job may start.
+        """
+        with self._read() as conn:
+            if not lifecycle.can_start_next(conn, max_running):
+                return None
+        return self._run_write(
+            lambda conn: lifecycle.start_next(conn, self.instance_id, max_running, _now())
+        )
+
+    def fail_queued_jobs(self, problem: dict[str, object]) -> list[JobRecord]:
+        """Fail the jobs this instance queued and nobody started (when it stops)."""
+        stored = _json_copy(problem, "the job error")
+
+        def fail(conn: Connection) -> list[JobRecord]:
+            ids = lifecycle.fail_queued_of(conn, self.instance_id, stored, _now())
+            return [rows.fetch_job(conn, job_id) for job_id in ids]
+
+        return self._run_write(fail)
 
     def update_progress(self, job_id: str, done: int, total: int, stage: str) -> None:
         """Record a running job's progress (ignored once it has ended).

@@ -15,9 +15,9 @@ def servers(tmp_path: Path) -> Iterator[Callable[..., Server]]:
     """A factory of servers sharing the test's data folder (restarts use the same one)."""
     started: list[Server] = []
 
-    def make(make_run: bool = False, **env: str) -> Server:
+    def make(make_run: bool = False, module: bool = False, **env: str) -> Server:
         log = tmp_path / f"server-{len(started)}.log"
-        server = Server(tmp_path / "data", log, make=make_run, **env)
+        server = Server(tmp_path / "data", log, make=make_run, module=module, **env)
         started.append(server)
         return server.start()
 

@@ -25,14 +25,18 @@ def free_port() -> int:
 
 
 class Server:
-    """``uvicorn app.main:create_app --factory`` (or ``make run``) in a new session."""
+    """``uvicorn app.main:create_app --factory`` (or ``make run``, or ``python -m app``)
+    in a new session."""
 
-    def __init__(self, data_dir: Path, log: Path, *, make: bool = False, **env: str) -> None:
+    def __init__(
+        self, data_dir: Path, log: Path, *, make: bool = False, module: bool = False, **env: str
+    ) -> None:
         self.data_dir = data_dir
         self.log_path = log
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.make = make
+        self.module = module
         self.env = env
         self.process: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
@@ -47,6 +51,8 @@ class Server:
         }
         if self.make:
             command = ["make", "--no-print-directory", "run"]
+        elif self.module:
+            command = [sys.executable, "-m", "app"]
         else:
             command = [
                 sys.executable, "-m", "uvicorn", "app.main:create_app", "--factory",
@@ -80,15 +86,17 @@ class Server:
 
     @property
     def pid(self) -> int:
-        """The uvicorn process (under make: the shell's child)."""
+        """The server process (under make: its child ``python -m app``)."""
         assert self.process is not None
         if not self.make:
             return self.process.pid
-        return next(
-            p
-            for p in descendants(self.process.pid)
-            if "uvicorn" in cmdline(p) and "python" in cmdline(p).split(" ")[0]
-        )
+        return next(p for p in descendants(self.process.pid) if _is_server(cmdline(p)))
+
+    def server_processes(self) -> list[int]:
+        """The processes serving requests: this one, or the N that ``python -m app``
+        started when ENSEMBLE_WORKERS > 1 (uvicorn's spawned children)."""
+        children = [p for p in descendants(self.pid) if "spawn_main" in cmdline(p)]
+        return [p for p in children if _parent(p) == self.pid] or [self.pid]
 
     def stop(self) -> int | None:
         """Graceful: SIGTERM to uvicorn (it runs the app's shutdown; make then exits).
@@ -127,6 +135,34 @@ class Server:
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")[-5000:]
+
+
+def _is_server(command: str) -> bool:
+    words = command.split(" ")
+    return "python" in words[0] and ("uvicorn" in words or words[1:3] == ["-m", "app"])
+
+
+def _parent(pid: int) -> int | None:
+    try:
+        stat = (Path("/proc") / str(pid) / "stat").read_text()
+    except OSError:
+        return None
+    return int(stat.rsplit(")", 1)[1].split()[1])
+
+
+def in_group(pgid: int) -> list[int]:
+    """The live processes of a process group (a server started in its own session)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            found.append(int(entry.name))
+    return found
 
 
 def _children() -> dict[int, list[int]]:

@@ -150,3 +150,47 @@ def test_moving_an_alias_never_serves_the_old_model(registry: SqlRegistry) -> No
 def test_bounds_must_not_be_negative() -> None:
     with pytest.raises(ValueError):
         ModelCache(max_entries=-1, max_bytes=10)
+
+
+class _Recorder:
+    """A CacheObserver that keeps what it was told."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, int]] = []
+        self.held: list[tuple[int, int]] = []
+
+    def counted(self, event: str, n: int) -> None:
+        self.events.append((event, n))
+
+    def holding(self, entries: int, size: int) -> None:
+        self.held.append((entries, size))
+
+
+def test_an_observer_is_told_each_event_as_it_happens() -> None:
+    seen = _Recorder()
+    cache = ModelCache(max_entries=2, max_bytes=1_000, observer=seen)
+    cache.get_or_load(("a", 1, "s"), lambda: _value("a"), 10)
+    assert cache.peek(("a", 1, "s")) == _value("a")
+    assert cache.peek(("z", 1, "s")) is None  # not a miss: nothing was loaded
+    cache.get_or_load(("b", 1, "s"), lambda: _value("b"), 20)
+    cache.get_or_load(("c", 1, "s"), lambda: _value("c"), 30)  # evicts a
+    cache.invalidate_model("b")
+    cache.clear()
+    assert seen.events == [
+        ("miss", 1),
+        ("load", 1),
+        ("hit", 1),
+        ("miss", 1),
+        ("load", 1),
+        ("miss", 1),
+        ("load", 1),
+        ("eviction", 1),
+    ]
+    assert seen.held == [(1, 10), (2, 30), (2, 50), (1, 30), (0, 0)]
+    totals = {event: sum(n for e, n in seen.events if e == event) for event, _ in seen.events}
+    assert totals == {
+        "hit": cache.hits,
+        "miss": cache.misses,
+        "load": cache.loads,
+        "eviction": cache.evictions,
+    }
