@@ -2,8 +2,9 @@
 
 What it does, on 127.0.0.1 only and in a few minutes:
 
-1. starts the service as ``make run`` does (uvicorn, ``app.main:create_app``) on a free port
-   with a temporary data folder;
+1. starts the service as ``make run`` does (``python -m app``: uvicorn with
+   ``--workers`` server processes, default 1 or ``ENSEMBLE_WORKERS``) on a free port with
+   a temporary data folder;
 2. uploads breast_cancer and diabetes (scikit-learn's own copies), trains one small
    untimed model (the first job also starts the training fork server), then trains the
    reference models THROUGH THE API, each ``--training-rounds`` times: a random forest (100 trees),
@@ -31,7 +32,8 @@ and written as JSON to ``benchmarks/results/latest.json`` or ``--json PATH``.
 
     make bench                                   # or:
     .venv/bin/python benchmarks/service_bench.py [--rounds 3] [--seconds 2] [--quick]
-        [--json PATH] [--label TEXT] [--python-loadgen]
+        [--json PATH] [--label TEXT] [--python-loadgen] [--workers N]
+    ENSEMBLE_WORKERS=2 make bench                # two server processes
 """
 
 from __future__ import annotations
@@ -181,23 +183,20 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def service(folder: Path) -> Iterator[str]:
-    """The service as `make run` starts it, on a free loopback port; yields its base URL."""
+def service(folder: Path, workers: int) -> Iterator[str]:
+    """The service as `make run` starts it (``python -m app``), with ``workers`` server
+    processes, on a free loopback port; yields its base URL."""
     port = free_port()
-    env = {**os.environ, "ENSEMBLE_DATA_DIR": str(folder / "data")}
+    env = {
+        **os.environ,
+        "ENSEMBLE_DATA_DIR": str(folder / "data"),
+        "ENSEMBLE_WORKERS": str(workers),
+        "HOST": "127.0.0.1",
+        "PORT": str(port),
+    }
     env.pop("ENSEMBLE_API_KEYS", None)
     log_path = folder / "service.log"
-    command = [
-        sys.executable,
-        "-m",
-        "uvicorn",
-        "app.main:create_app",
-        "--factory",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-    ]
+    command = [sys.executable, "-m", "app"]
     with open(log_path, "wb") as log:
         process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=log)
     base = f"http://127.0.0.1:{port}"
@@ -217,7 +216,7 @@ def service(folder: Path) -> Iterator[str]:
     finally:
         process.send_signal(signal.SIGINT)
         try:
-            process.wait(timeout=15)
+            process.wait(timeout=40)
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
@@ -423,7 +422,8 @@ def measure_model(
         check_answers(client, path, pipeline, classifier, w)
         for w in {id(w): w for w in work.values()}.values()
     )
-    load.run(url, work["single_1"].bodies, 1, 1)  # warm-up, not recorded
+    # Warm-up, not recorded; 16 connections so that every server process loads the model.
+    load.run(url, work["single_1"].bodies, 16, 1)
     result: dict[str, Any] = {
         "model": ref.label,
         "kind": ref.ensemble["kind"],
@@ -512,7 +512,8 @@ def _spread(d: dict[str, float], fmt: str = "{:.2f}") -> str:
 def render(report: dict[str, Any]) -> str:
     lines = [
         f"Ensemble Service benchmark ({report['label']}) - {report['machine']['summary']}",
-        f"load generator: {report['load_generator']}",
+        f"load generator: {report['load_generator']}; "
+        f"server processes (ENSEMBLE_WORKERS): {report.get('workers', 1)}",
         f"{report['rounds']} rounds of {report['seconds']:g} s per figure; medians, "
         "spread = min-max over rounds; floor = the stored scikit-learn model's "
         "predict_proba/predict on the same rows, in one process",
@@ -607,6 +608,12 @@ def main() -> None:
     parser.add_argument("--label", default="make bench", help="recorded with the results")
     parser.add_argument("--python-loadgen", action="store_true", help="do not use wrk")
     parser.add_argument("--only", help="only the reference models whose name contains this")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=int(os.environ.get("ENSEMBLE_WORKERS", "1")),
+        help="server processes (ENSEMBLE_WORKERS; default 1, or that variable)",
+    )
     args = parser.parse_args()
     if args.quick:
         args.rounds, args.seconds, args.training_rounds = 1, 1.0, 1
@@ -621,12 +628,16 @@ def main() -> None:
         "rounds": args.rounds,
         "seconds": args.seconds,
         "training_rounds": args.training_rounds,
+        "workers": args.workers,
         "models": [],
         "training": [],
     }
     data = {name: load_dataset(name) for name in LOADERS}
-    with tempfile.TemporaryDirectory(prefix="ensemble-bench-") as tmp, service(Path(tmp)) as base:
-        print(f"service: {base} (data folder {tmp})", flush=True)
+    with (
+        tempfile.TemporaryDirectory(prefix="ensemble-bench-") as tmp,
+        service(Path(tmp), args.workers) as base,
+    ):
+        print(f"service: {base} (data folder {tmp}, {args.workers} server processes)", flush=True)
         with httpx.Client(base_url=base, timeout=120) as client:
             for name, dataset in data.items():
                 dataset.dataset_id = upload(client, name, dataset.frame)
