@@ -31,6 +31,7 @@ from sklearn.ensemble import (
 from sklearn.pipeline import Pipeline
 
 from ensembles import compiled as compiled_module
+from ensembles import gtil
 from ensembles.compiled import (
     ENGINE,
     SKLEARN,
@@ -487,3 +488,24 @@ def test_one_engine_serves_concurrent_requests() -> None:
 
     with ThreadPoolExecutor(max_workers=4) as pool:
         assert all(pool.map(serve, range(0, 160, 10)))
+
+
+@pytest.mark.parametrize(
+    ("kind", "name"),
+    [
+        ("gradient_boosting", "iris"),
+        ("random_forest", "breast_cancer"),
+        ("hist_gradient_boosting", "diabetes"),
+    ],
+)
+def test_the_configuration_made_once_answers_as_treelites_public_predict(
+    kind: str, name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert gtil._PREDICT_WITH_CONFIG is not None, "treelite moved _predict_impl: see gtil.py"
+    engine = _ok(kind, name)
+    Xt = engine.transform(dataset(name).X)
+    ours = engine.predict(Xt)
+    scores = engine._scores(engine._input(Xt))
+    monkeypatch.setattr(gtil, "_PREDICT_WITH_CONFIG", None)  # the public function
+    np.testing.assert_array_equal(engine._scores(engine._input(Xt)), scores)
+    np.testing.assert_array_equal(engine.predict(Xt), ours)
