@@ -11,7 +11,10 @@
 #   5. upload a small CSV table, train a model (?wait=true), predict with it;
 #   6. start a long training job, podman stop (SIGTERM) and require exit code 0; start the
 #      container again on the same volume: the job is failed, version 1 still predicts;
-#      stop it again (exit 0), and clean everything up.
+#      stop it again (exit 0);
+#   7. run it again on the same volume with ENSEMBLE_WORKERS=2: both server processes
+#      answer (their pids, from the JSON request lines), SIGTERM stops both (exit 0);
+#      clean everything up.
 #
 # Needs root and a few minutes; not part of `make test`. Every wait is bounded, and all
 # HTTP traffic goes to 127.0.0.1. Knobs (environment):
@@ -33,6 +36,7 @@ readonly STOP_GRACE=40 # > the image's ENSEMBLE_SHUTDOWN_TIMEOUT_S (30)
 
 T_START=$(date +%s%N)
 STEP_LOG=()
+EXTRA_RUN_ARGS=()
 
 log() { printf '[%s] %s\n' "$(date -u +%H:%M:%S)" "$*"; }
 die() {
@@ -329,6 +333,7 @@ start_container() {
         # Configuration only through ENSEMBLE_* variables.
         --env "ENSEMBLE_API_KEYS=$TRAIN_KEY:train,$READ_KEY:read"
         --env ENSEMBLE_WAIT_TIMEOUT_S=240
+        "${EXTRA_RUN_ARGS[@]}"
     )
     pm run "${run_args[@]}" "$IMAGE" >/dev/null
     log "   container $CTR on 127.0.0.1:$PORT, volume $VOLUME at /data"
@@ -479,6 +484,37 @@ restart_same_volume() {
     log "     version 1 still predicts from the volume: $(json 'b["predictions"]')"
 }
 
+# --- 7. two server processes --------------------------------------------------------------
+start_two_processes() { # the same image and volume, ENSEMBLE_WORKERS=2
+    pm rm "$CTR" >/dev/null
+    EXTRA_RUN_ARGS=(--env ENSEMBLE_WORKERS=2)
+    start_container
+}
+
+predict_from_both() { # new connections until requests were served by two processes
+    local pids="" n
+    for ((n = 1; n <= 60; n++)); do
+        api 200 POST "/v1/models/$MODEL/versions/1/predict" \
+            -H "Authorization: Bearer $READ_KEY" -H 'Content-Type: application/json' \
+            -d '{"instances": [{"x1": 1.5, "x2": 0.5, "color": "red"}]}' >/dev/null
+        [[ $(json 'b["predictions"]') == "['pos']" ]] || die "unexpected prediction"
+        pids=$(pm logs "$CTR" 2>&1 | python3 -c '
+import json, sys
+pids = set()
+for line in sys.stdin:
+    try:
+        entry = json.loads(line)
+    except ValueError:
+        continue
+    if entry.get("event") == "request" and entry.get("path", "").endswith("/predict"):
+        pids.add(entry.get("pid"))
+print(" ".join(sorted(str(p) for p in pids)))')
+        [[ $(wc -w <<<"$pids") -ge 2 ]] && break
+    done
+    [[ $(wc -w <<<"$pids") -ge 2 ]] || die "60 predictions were served by one process only ($pids)"
+    log "     $n predictions, served by the server processes $pids"
+}
+
 log "ensemble-service docker smoke test in $WORK"
 step "tools" install_tools
 step "debootstrap + import base image" make_base_image
@@ -494,6 +530,10 @@ step "start a long job" start_long_job
 step "stop (SIGTERM) during the job" stop_container
 step "restart on the same volume" restart_same_volume
 step "stop (SIGTERM)" stop_container
+step "two server processes: start" start_two_processes
+step "two server processes: healthy" wait_healthy
+step "two server processes: predict" predict_from_both
+step "two server processes: stop (SIGTERM)" stop_container
 
 log "summary"
 printf '   %s\n' "${STEP_LOG[@]}"
