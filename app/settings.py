@@ -131,10 +131,10 @@ class Settings(BaseSettings):
         default=100_000, ge=1, description="Most rows in one prediction request."
     )
     max_concurrent_jobs: int = Field(
-        default=1, ge=1, description="Training worker processes running at once."
+        default=1, ge=1, description="Training jobs running at once in the whole service."
     )
     max_queued_jobs: int = Field(
-        default=100, ge=0, description="Jobs waiting for a worker; more are refused with 429."
+        default=100, ge=0, description="Jobs waiting in the whole service; more get 429."
     )
     job_timeout_s: float = Field(
         default=3600.0, gt=0, description="A training job running longer is killed and failed."

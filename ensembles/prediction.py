@@ -87,11 +87,7 @@ class PredictionResult:
 
     def as_dict(self) -> dict[str, Any]:
         """Only what was asked for, so responses stay small and fields mean 'requested'."""
-        out: dict[str, Any] = {"predictions": self.predictions}
-        for name in ("probabilities", "votes", "agreement", "std"):
-            value = getattr(self, name)
-            if value is not None:
-                out[name] = value
+        out = _requested(self)
         if self.warnings:
             out["warnings"] = list(self.warnings)
         return out
@@ -113,12 +109,7 @@ class PredictionArrays:
 
     def as_dict(self) -> dict[str, Any]:
         """Only what was asked for (as :meth:`PredictionResult.as_dict`), arrays as they are."""
-        out: dict[str, Any] = {"predictions": self.predictions}
-        for name in ("probabilities", "votes", "agreement", "std"):
-            value = getattr(self, name)
-            if value is not None:
-                out[name] = value
-        return out
+        return _requested(self)
 
     def as_result(self) -> PredictionResult:
         """The same answers as plain JSON values."""
@@ -135,6 +126,16 @@ class PredictionArrays:
             std=plain(self.std),
             engine=self.engine,
         )
+
+
+def _requested(answers: PredictionResult | PredictionArrays) -> dict[str, Any]:
+    """The predictions and every per-row answer that was asked for (the others are None)."""
+    out: dict[str, Any] = {"predictions": answers.predictions}
+    for name in ("probabilities", "votes", "agreement", "std"):
+        value = getattr(answers, name)
+        if value is not None:
+            out[name] = value
+    return out
 
 
 def _floats_out(values: Any) -> FloatArray:

@@ -420,6 +420,23 @@ def _two_pure_trees(kind: str) -> dict[str, Any]:
     return {"kind": "bagging", "params": {"n_estimators": 2}}  # on two bootstrap samples
 
 
+def _fitted_and_compiled(
+    data: TrainingData, raw: dict[str, Any]
+) -> tuple[FittedModel, CompiledComposite]:
+    """The trained model (no verdict recorded) and its compiled engine, which must exist."""
+    spec = resolve_ensemble(parse_estimator_spec(raw), data.task)
+    model = train(data, spec, NO_EVAL, RS, compile_inference=False)
+    engine, report = compile_model(model.pipeline, "classification", data.X, calibrate=False)
+    assert isinstance(engine, CompiledComposite), report.reason
+    return model, engine
+
+
+def _resampled(data: TrainingData, n: int) -> pd.DataFrame:
+    """n rows whose every cell is drawn from its column: new combinations, known values."""
+    rng = np.random.default_rng(RS)
+    return data.X.apply(lambda column: column.to_numpy()[rng.integers(0, len(column), n)])
+
+
 @pytest.mark.parametrize("kind", ["voting", "bagging"])
 @pytest.mark.parametrize("name", ["breast_cancer", "iris"], ids=["binary", "multiclass"])
 def test_tied_probabilities_get_sklearns_labels(kind: str, name: str, nudged: float) -> None:
@@ -427,17 +444,8 @@ def test_tied_probabilities_get_sklearns_labels(kind: str, name: str, nudged: fl
     raw = _two_pure_trees(kind)
     if kind == "voting":  # lr's vote would break the ties: give it no weight
         raw["params"]["weights"] = [1, 1, 0]
-    model = train(
-        data,
-        resolve_ensemble(parse_estimator_spec(raw), data.task),
-        NO_EVAL,
-        RS,
-        compile_inference=False,
-    )
-    engine, report = compile_model(model.pipeline, "classification", data.X, calibrate=False)
-    assert engine is not None, report.reason
-    rng = np.random.default_rng(RS)
-    X = data.X.apply(lambda column: column.to_numpy()[rng.integers(0, len(column), 600)])
+    model, engine = _fitted_and_compiled(data, raw)
+    X = _resampled(data, 600)
     expected_proba = model.pipeline.predict_proba(X)
     top = np.sort(expected_proba, axis=1)
     tied = top[:, -1] == top[:, -2]
@@ -452,17 +460,8 @@ def test_hard_votes_that_tie_go_to_the_first_class_as_in_sklearn(nudged: float) 
     data = training_data("wine")
     trees = [member(n, "decision_tree", max_features=f) for n, f in (("a", 1), ("b", 2))]
     raw = {"kind": "voting", "params": {"voting": "hard"}, "estimators": trees}
-    model = train(
-        data,
-        resolve_ensemble(parse_estimator_spec(raw), data.task),
-        NO_EVAL,
-        RS,
-        compile_inference=False,
-    )
-    engine, report = compile_model(model.pipeline, "classification", data.X, calibrate=False)
-    assert engine is not None, report.reason
-    rng = np.random.default_rng(RS)
-    X = data.X.apply(lambda column: column.to_numpy()[rng.integers(0, len(column), 400)])
+    model, engine = _fitted_and_compiled(data, raw)
+    X = _resampled(data, 400)
     Xt = engine.transform(X)
     votes = np.array([m.predict(Xt) for m in model.pipeline[-1].estimators_])
     assert (votes[0] != votes[1]).sum() >= 10  # one vote each: a tie
