@@ -11,10 +11,11 @@ the version reference is resolved from memory while the registry database is unc
 
 Where it runs, measured with ``make bench`` (random forests, 2 cores): a small JSON body
 (``INLINE_MAX_BYTES``, a few dozen rows) whose version and model are already in memory
-and that the compiled engine answers (tens of microseconds of CPU) is answered on the
-event loop itself: one row at p50 0.9 ms instead of 1.3 ms through a thread, 16 clients
-1,170 instead of 560 requests/s.  Everything else (a load, a database read, scikit-learn,
-members, big bodies, every table body) goes to a worker thread, once, so the loop never
+and that only native engines answer (GTIL and numpy members: tens of microseconds of
+CPU; ``Servable.native_for``) is answered on the event loop itself: when measured, one
+row at p50 0.9 ms instead of 1.3 ms through a thread, 16 clients 1,170 instead of 560
+requests/s.  Everything else (a load, a database read, any scikit-learn call, votes and
+spread, big bodies, every table body) goes to a worker thread, once, so the loop never
 waits on I/O or on more than a fraction of a millisecond of CPU.
 
 Where the time of a 10,000-row request goes (random forest, 30 columns, in process):
