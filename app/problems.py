@@ -16,8 +16,9 @@ from typing import Any, Final
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from ensembles import EnsembleError, Problem
 
@@ -220,13 +221,18 @@ def error_response(exc: EnsembleError, instance: str | None = None) -> JSONRespo
     return problem_response(body, headers)
 
 
-def _strip_body(loc: Sequence[str | int]) -> tuple[str | int, ...]:
-    """Body errors read as paths into the body (``ensemble.estimators.1...``)."""
-    return tuple(loc[1:]) if loc and loc[0] == "body" else tuple(loc)
+def _location(error: Mapping[str, Any]) -> tuple[str | int, ...]:
+    """Body errors read as paths into the body (``ensemble.estimators.1...``); a body that
+    is not JSON at all is a problem at ``("body",)``, wherever the parser stopped."""
+    loc = tuple(error.get("loc", ()))
+    if error.get("type") == "json_invalid":
+        return ("body",)
+    inside = loc[1:] if loc and loc[0] == "body" else loc
+    return inside or ("body",)
 
 
 def validation_problems(errors: Sequence[Any]) -> list[Problem]:
-    return [Problem(_strip_body(tuple(e.get("loc", ()))), str(e.get("msg", ""))) for e in errors]
+    return [Problem(_location(e), str(e.get("msg", ""))) for e in errors]
 
 
 def count_text(n: int) -> str:
@@ -252,8 +258,35 @@ async def _request_validation(request: Request, exc: Exception) -> JSONResponse:
     return problem_response(body)
 
 
-async def _http_exception(request: Request, exc: Exception) -> JSONResponse:
+_METHODS: Final = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
+
+
+def allowed_methods(request: Request) -> list[str]:
+    """Every method some route takes at the request's path, and OPTIONS.
+
+    Starlette's 405 names the methods of the first route that matched the path only, so a
+    path served by two routes (GET and DELETE /v1/models/{name}) advertised one of them.
+    Each method is tried against the routes (``matches`` is the routes' public interface;
+    FastAPI nests included routers), which only a 405 or an OPTIONS request pays for.
+    """
+    routes = request.app.router.routes
+    allowed = [
+        method
+        for method in _METHODS
+        if any(r.matches({**request.scope, "method": method})[0] == Match.FULL for r in routes)
+    ]
+    return [*allowed, "OPTIONS"]
+
+
+async def _http_exception(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, StarletteHTTPException)
+    if exc.status_code == 405:
+        allow = ", ".join(allowed_methods(request))
+        if request.method == "OPTIONS":  # RFC 9110: what the resource takes, no content
+            return Response(status_code=204, headers={"Allow": allow})
+        detail = f"{request.method} is not allowed here; the path takes {allow}"
+        body = problem_body("method_not_allowed", detail, instance=request.url.path)
+        return problem_response(body, {"Allow": allow})
     codes = {
         404: "not_found",
         405: "method_not_allowed",

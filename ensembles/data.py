@@ -39,7 +39,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ensembles.errors import DataError, Problem, TooLargeError, UnsupportedFormatError
+from ensembles.errors import DataError, Problem, TooLargeError, UnsupportedFormatError, shown
 
 ColumnDtype = Literal["int64", "float64", "bool", "string", "datetime"]
 Task = Literal["classification", "regression"]
@@ -637,7 +637,7 @@ def select_training_data(
 
 
 def _wrong_type(row: int, name: str, expected: str, value: object) -> DataError:
-    return _cell(row, name, f"expected {expected}, got {type(value).__name__} {value!r}")
+    return _cell(row, name, f"expected {expected}, got {type(value).__name__} {shown(value)}")
 
 
 def _model_numbers(name: str, s: pd.Series, dtype: ColumnDtype) -> np.ndarray[Any, Any]:

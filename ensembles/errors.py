@@ -9,6 +9,7 @@ indices, e.g. ``("ensemble", "estimators", 1, "params", "n_estimators")`` or
 
 from __future__ import annotations
 
+import reprlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
@@ -25,6 +26,17 @@ class Problem:
 
     def as_dict(self) -> dict[str, object]:
         return {"loc": list(self.loc), "msg": self.msg}
+
+
+_SHOWN = reprlib.Repr()
+_SHOWN.maxlevel, _SHOWN.maxlist, _SHOWN.maxdict = 3, 5, 5
+_SHOWN.maxstring, _SHOWN.maxother = 40, 40
+
+
+def shown(value: object) -> str:
+    """``value`` as a message quotes it: short, and bounded in depth, where ``repr`` of a
+    list nested a thousand levels deep (valid JSON) raises RecursionError."""
+    return _SHOWN.repr(value)
 
 
 class EnsembleError(Exception):

@@ -26,7 +26,7 @@ import pandas as pd
 from sklearn.pipeline import Pipeline
 
 from ensembles.builders import NUMERIC_DTYPES, FeatureColumn
-from ensembles.errors import PredictionInputError, Problem, TooLargeError
+from ensembles.errors import PredictionInputError, Problem, TooLargeError, shown
 from ensembles.members import (
     FloatArray,
     IntArray,
@@ -331,7 +331,7 @@ def _from_records(records: list[object], names: Sequence[str]) -> _Cells:
         if isinstance(record, dict):
             extra.update(dict.fromkeys(str(k) for k in record if k not in wanted))
         else:
-            problems.append(Problem(("instances", i), f"expected an object, got {_show(record)}"))
+            problems.append(Problem(("instances", i), f"expected an object, got {shown(record)}"))
     columns = {n: [_SKIP if r is None else r.get(n, _ABSENT) for r in rows] for n in names}
     return columns, problems, list(extra)
 
@@ -356,7 +356,7 @@ def _from_columnar(header: object, data: object, names: Sequence[str]) -> _Cells
         ok = isinstance(row, list) and len(row) == len(header)
         rows.append(row if ok else None)
         if not ok:
-            got = f"{len(row)} values" if isinstance(row, list) else _show(row)
+            got = f"{len(row)} values" if isinstance(row, list) else shown(row)
             msg = f"expected a list of {len(header)} values (one per column), got {got}"
             problems.append(Problem(("instances", "data", i), msg))
     columns = {
@@ -428,7 +428,7 @@ def _unusual_value_problem(value: object, family: str) -> str | None:
     if family == "number" and number:
         return _number_problem(value if isinstance(value, int) else float(value))  # type: ignore[arg-type]
     accepted = is_bool if family == "bool" else family == "str" and isinstance(value, str)
-    return None if accepted else f"expected {_NOUNS[family]}, got {_show(value)}"
+    return None if accepted else f"expected {_NOUNS[family]}, got {shown(value)}"
 
 
 def _build(column: FeatureColumn, cells: list[object]) -> np.ndarray[Any, Any]:
@@ -447,11 +447,6 @@ def _build(column: FeatureColumn, cells: list[object]) -> np.ndarray[Any, Any]:
     else:
         out[:] = [np.nan if v is None else v for v in cells]
     return out
-
-
-def _show(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _input_error(what: str, problems: list[Problem], total: int) -> PredictionInputError:

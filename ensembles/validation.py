@@ -17,7 +17,7 @@ from sklearn.utils.validation import has_fit_parameter
 
 from ensembles.builders import build_estimator
 from ensembles.catalog import KINDS, SERVICE_OWNED_PARAMS, Kind, Task
-from ensembles.errors import Location, Problem, SpecError
+from ensembles.errors import Location, Problem, SpecError, shown
 from ensembles.specs import EstimatorSpec, NamedEstimatorSpec, SpecLimits
 
 MEMBER_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
@@ -183,7 +183,9 @@ def _resolve_params(
                 msg = f"unknown parameter '{name}' for {kind.name} ({task}); known: {known}"
             problems.append(Problem((*loc, name), msg))
         elif not param.accepts(value, task):
-            problems.append(Problem((*loc, name), f"must be {param.describe(task)}; got {value!r}"))
+            problems.append(
+                Problem((*loc, name), f"must be {param.describe(task)}; got {shown(value)}")
+            )
     return {p.name: given.get(p.name, p.default_for(task)) for p in allowed.values()}
 
 

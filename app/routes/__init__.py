@@ -7,6 +7,7 @@ from typing import Annotated
 from fastapi import Path
 
 from app.schemas.models import ALIAS, MODEL_NAME, VERSION_REF
+from ensembles.registry import MAX_VERSION
 
 ModelName = Annotated[
     str,
@@ -22,7 +23,7 @@ VersionRef = Annotated[
 ]
 VersionNumber = Annotated[
     int,
-    Path(alias="ref", ge=1, description="A version number.", examples=[3]),
+    Path(alias="ref", ge=1, le=MAX_VERSION, description="A version number.", examples=[3]),
 ]
 AliasName = Annotated[
     str,

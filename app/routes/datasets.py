@@ -7,13 +7,14 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Request, Response
 from fastapi.responses import JSONResponse
 
+from app.bodies import OrjsonRoute
 from app.deps import ADMIN, READ, TRAIN, RegistryDep, SettingsDep
 from app.schemas.common import problem_responses
 from app.schemas.datasets import DatasetOut, upload_openapi
 from app.services import datasets as service
 from app.services import in_thread
 
-router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
+router = APIRouter(prefix="/v1/datasets", tags=["datasets"], route_class=OrjsonRoute)
 
 DatasetId = Annotated[
     str, Path(description="Dataset id.", examples=["ds_7f3a2b1c0d9e8f7a6b5c4d3e"])

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import JSONResponse, Response
 
-from app.bodies import read_json
+from app.bodies import OrjsonRoute, read_json
 from app.deps import READ, TRAIN, RegistryDep, RunnerDep, SettingsDep
 from app.problems import job_error_body, problem_body, problem_response
 from app.routes import ModelName
@@ -19,7 +19,7 @@ from app.services.training import prepare_job
 from app.services.views import job_out, version_out
 from ensembles.registry import JobRecord
 
-router = APIRouter(tags=["jobs"])
+router = APIRouter(tags=["jobs"], route_class=OrjsonRoute)
 
 JobId = Annotated[str, Path(description="Job id.", examples=["job_4e1f0a9b8c7d6e5f4a3b2c1d"])]
 

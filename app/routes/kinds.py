@@ -7,13 +7,14 @@ from typing import Any
 
 from fastapi import APIRouter, Path
 
+from app.bodies import OrjsonRoute
 from app.deps import READ
 from app.problems import PROBLEM_TYPES
 from app.schemas.common import problem_responses
 from app.schemas.service import Catalog, ProblemTypeDoc
 from ensembles import NotFoundError, catalog_document
 
-router = APIRouter(tags=["kinds"])
+router = APIRouter(tags=["kinds"], route_class=OrjsonRoute)
 
 
 @cache

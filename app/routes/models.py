@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response
 
+from app.bodies import OrjsonRoute
 from app.deps import ADMIN, READ, CacheDep, RegistryDep
 from app.problems import InvalidRequestError
 from app.routes import AliasName, ModelName, VersionNumber, VersionRef
@@ -14,7 +15,7 @@ from app.services.views import version_out
 from ensembles import Problem
 from ensembles.registry import LATEST
 
-router = APIRouter(prefix="/v1/models", tags=["models"])
+router = APIRouter(prefix="/v1/models", tags=["models"], route_class=OrjsonRoute)
 
 
 @router.get(

@@ -7,7 +7,7 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 from pydantic import ValidationError
 
-from app.bodies import ARROW_FILE, ARROW_STREAM, PARQUET, read_prediction_body
+from app.bodies import ARROW_FILE, ARROW_STREAM, PARQUET, OrjsonRoute, read_prediction_body
 from app.deps import READ, ServicesDep
 from app.problems import InvalidRequestError, count_text, validation_problems
 from app.routes import ModelName, VersionRef
@@ -22,9 +22,9 @@ from app.schemas.predictions import (
 from app.services.predictions import predict_table, predict_version
 from ensembles import Problem
 
-router = APIRouter(tags=["predictions"])
+router = APIRouter(tags=["predictions"], route_class=OrjsonRoute)
 
-_TABLE = "Only with an Arrow IPC or Parquet body (a JSON body has `options`)."
+_TABLE = "For an Arrow IPC or Parquet body; with a JSON body, its `options` win."
 _BODY: dict[str, Any] = {
     "requestBody": {
         "required": True,
@@ -95,25 +95,24 @@ _BODY["parameters"] = [
 async def predict(
     name: ModelName, ref: VersionRef, request: Request, services: ServicesDep
 ) -> Response:
+    # Options come in the query string (tables) or the JSON body's `options`, which win.
     # The body is parsed and the answer serialised in worker threads (see the service):
     # a 100 000-row request is megabytes, too much work for the event loop.
     body, fmt = await read_prediction_body(request)
+    given = _query_options(request)
     if fmt is None:
-        given = [key for key in OPTIONS if key in request.query_params]
-        if given:
-            msg = 'with a JSON body, send the options in its "options" member'
-            problems = [Problem(("query", key), msg) for key in given]
-            raise InvalidRequestError(count_text(len(problems)), problems)
-        content = await predict_version(services, name, ref, body)
+        content = await predict_version(services, name, ref, body, given)
     else:
-        options = _query_options(request)
-        content = await predict_table(services, name, ref, body, fmt, options)
+        content = await predict_table(services, name, ref, body, fmt, given or PredictOptionsIn())
     return Response(content, media_type="application/json")
 
 
-def _query_options(request: Request) -> PredictOptionsIn:
-    """A table body's options, from the query string (only the known names are read)."""
-    given = {key: request.query_params[key] for key in OPTIONS if key in request.query_params}
+def _query_options(request: Request) -> PredictOptionsIn | None:
+    """The options given in the query string (only the known names are read), or None."""
+    query = request.query_params
+    if not query:
+        return None
+    given = {key: query[key] for key in OPTIONS if key in query}
     try:
         return PredictOptionsIn.model_validate(given)
     except ValidationError as exc:

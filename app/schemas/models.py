@@ -7,12 +7,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ensembles.registry import ALIAS_PATTERN, MODEL_NAME_PATTERN, ModelRecord
+from ensembles.registry import ALIAS_PATTERN, MAX_VERSION, MODEL_NAME_PATTERN, ModelRecord
 
 MODEL_NAME = MODEL_NAME_PATTERN
 ALIAS = ALIAS_PATTERN
-# An integer, ``latest`` or an alias name (``latest`` matches the alias pattern).
-VERSION_REF = r"^([0-9]{1,18}|[A-Za-z][A-Za-z0-9_-]{0,63})$"
+# A version number (at most MAX_VERSION: 18 digits), ``latest`` or an alias name (``latest``
+# matches the alias pattern).
+VERSION_REF = r"^([1-9][0-9]{0,17}|[A-Za-z][A-Za-z0-9_-]{0,63})$"
 
 _SHA = "9f2c4b1a0e8d7c6b5a4f3e2d1c0b9a8f7e6d5c4b3a2f1e0d9c8b7a6f5e4d3c2b"
 
@@ -183,7 +184,7 @@ class AliasIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"version": 2}]})
 
-    version: int = Field(ge=1, description="An existing version of the model.")
+    version: int = Field(ge=1, le=MAX_VERSION, description="An existing version of the model.")
 
 
 class AliasOut(BaseModel):

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from starlette.datastructures import UploadFile
 from starlette.requests import Request
 
+from app.bodies import parse_json
 from app.problems import InvalidRequestError, UnsupportedMediaTypeError, count_text
 from app.services import in_thread
 from app.settings import Settings
@@ -82,12 +82,7 @@ async def _read_form(
 
 def _json_table(body: bytes, settings: Settings) -> tuple[str | None, Table]:
     """``{"name", "columns", "rows"}`` or ``{"name", "records"}``; every problem located."""
-    try:
-        data: Any = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InvalidRequestError(
-            "the body is not valid JSON", [Problem(("body",), f"invalid JSON: {exc}")]
-        ) from None
+    data: Any = parse_json(body)
     if not isinstance(data, dict):
         raise InvalidRequestError(
             "the body is not a JSON object", [Problem(("body",), "expected a JSON object")]

@@ -9,6 +9,7 @@ from ensembles.registry.cache import CacheEvent, CacheKey, CacheObserver, ModelC
 from ensembles.registry.names import (
     ALIAS_PATTERN,
     LATEST,
+    MAX_VERSION,
     MODEL_NAME_PATTERN,
     validate_alias,
     validate_model_name,
@@ -28,6 +29,7 @@ __all__ = [
     "ALIAS_PATTERN",
     "JOB_STATUSES",
     "LATEST",
+    "MAX_VERSION",
     "MODEL_NAME_PATTERN",
     "CacheEvent",
     "CacheKey",

@@ -16,6 +16,11 @@ MODEL_NAME_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$"
 ALIAS_PATTERN: Final = r"^[A-Za-z][A-Za-z0-9_-]{0,63}$"
 LATEST: Final = "latest"
 """The reserved reference to a model's highest visible version; never an alias name."""
+MAX_VERSION: Final = 10**18 - 1
+"""The highest version number: 18 digits, within the signed 64 bits of SQLite's INTEGER and
+PostgreSQL's BIGINT, and what a version reference's pattern can say exactly. A larger
+number names no version (the request models say 422, the registry 404) instead of
+overflowing the database driver."""
 
 _MODEL_NAME = re.compile(MODEL_NAME_PATTERN)
 _ALIAS = re.compile(ALIAS_PATTERN)
@@ -62,6 +67,11 @@ def validate_alias(alias: object) -> str:
         )
     assert isinstance(alias, str)
     return alias
+
+
+def is_version_number(number: int) -> bool:
+    """True when ``number`` can be a stored version (1 to :data:`MAX_VERSION`)."""
+    return 1 <= number <= MAX_VERSION
 
 
 def parse_version_number(ref: str) -> int | None:

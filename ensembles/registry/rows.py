@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, RowMapping
 
 from ensembles.errors import NotFoundError
-from ensembles.registry.names import LATEST, is_alias, parse_version_number
+from ensembles.registry.names import LATEST, is_alias, is_version_number, parse_version_number
 from ensembles.registry.records import DatasetRecord, JobRecord, ModelRecord, VersionRecord
 from ensembles.registry.schema import aliases, datasets, jobs, models, versions
 
@@ -161,6 +161,8 @@ def resolve_ref(conn: Connection, name: str, ref: str | int) -> int:
 
 
 def fetch_version(conn: Connection, name: str, number: int) -> VersionRecord:
+    if not is_version_number(number):  # the driver would overflow on it
+        raise NotFoundError(f"model {name!r} has no version {number}")
     row = (
         conn.execute(
             sa.select(versions).where(versions.c.model == name, versions.c.version == number)

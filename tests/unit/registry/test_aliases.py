@@ -69,3 +69,16 @@ def test_deleting_an_aliased_version_is_a_conflict_naming_the_alias(three: SqlRe
     three.delete_alias("iris", "canary")
     three.delete_version("iris", 2)
     assert [v.version for v in three.list_versions("iris")] == [3, 1]
+
+
+@pytest.mark.parametrize("number", [10**18, 2**63, 10**400])
+def test_numbers_beyond_the_registrys_integers_name_no_version(
+    three: SqlRegistry, number: int
+) -> None:
+    """Callers that skip the request models' bounds get a 404, not a driver overflow."""
+    with pytest.raises(NotFoundError, match="has no version"):
+        three.set_alias("iris", "production", number)
+    with pytest.raises(NotFoundError, match="has no version"):
+        three.delete_version("iris", number)
+    with pytest.raises(NotFoundError, match="has no version"):
+        three.get_version("iris", number)
