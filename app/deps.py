@@ -9,7 +9,7 @@ from __future__ import annotations
 import hmac
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Any, Final
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -120,6 +120,19 @@ def require_unless(open_setting: str) -> Callable[..., Awaitable[None]]:
         await read(request, credentials)
 
     return check
+
+
+OPEN_SETTING: Final = "x-open-setting"
+"""Marks, in an operation's OpenAPI entry, the setting that opens it (see ``open_unless``)."""
+
+
+def open_unless(open_setting: str) -> dict[str, Any]:
+    """Route arguments for an operation open unless ``open_setting`` is false: the guard,
+    and a mark from which the document declares its security only when it is guarded."""
+    return {
+        "dependencies": [Depends(require_unless(open_setting))],
+        "openapi_extra": {OPEN_SETTING: open_setting},
+    }
 
 
 READ = Depends(require("read"))

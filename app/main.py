@@ -31,6 +31,7 @@ from app.jobs import JobRunner
 from app.metrics import Metrics
 from app.metrics_folder import shared_metrics_folder
 from app.middleware import BodyLimitMiddleware, RequestMiddleware
+from app.openapi import tailor_to_settings
 from app.problems import install_handlers
 from app.process import (
     configure_process,
@@ -184,4 +185,5 @@ def build_openapi(application: FastAPI) -> dict[str, Any]:
     components = schema.setdefault("components", {}).setdefault("schemas", {})
     for name, definition in extra.get("$defs", {}).items():
         components.setdefault(name, definition)
+    tailor_to_settings(schema, application.state.settings)
     return schema

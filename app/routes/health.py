@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
-from app.deps import ServicesDep, require_unless
+from app.bodies import OrjsonRoute
+from app.deps import ServicesDep, open_unless
 from app.problems import problem_body, problem_response
 from app.schemas.common import problem_responses
 from app.schemas.service import Health, Readiness
 from app.services import in_thread
 
-router = APIRouter(tags=["service"])
+router = APIRouter(tags=["service"], route_class=OrjsonRoute)
 
 _METRICS_EXAMPLE = (
     "# HELP ensemble_predictions_total Prediction requests answered, by model.\n"
@@ -61,7 +62,7 @@ async def readyz(services: ServicesDep) -> Response:
     "histogram by final status, model cache hits, misses, loads, evictions, bytes and "
     "entries, and the process's CPU, memory and file descriptors. Open unless "
     "ENSEMBLE_OPEN_METRICS=false (then it needs a key of any role).",
-    dependencies=[Depends(require_unless("open_metrics"))],
+    **open_unless("open_metrics"),
     responses={
         200: {"content": {"text/plain": {"example": _METRICS_EXAMPLE}}},
         **problem_responses(),

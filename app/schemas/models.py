@@ -11,9 +11,9 @@ from ensembles.registry import ALIAS_PATTERN, MAX_VERSION, MODEL_NAME_PATTERN, M
 
 MODEL_NAME = MODEL_NAME_PATTERN
 ALIAS = ALIAS_PATTERN
-# A version number (at most MAX_VERSION: 18 digits), ``latest`` or an alias name (``latest``
+# A version number (at most MAX_VERSION: 15 digits), ``latest`` or an alias name (``latest``
 # matches the alias pattern).
-VERSION_REF = r"^([1-9][0-9]{0,17}|[A-Za-z][A-Za-z0-9_-]{0,63})$"
+VERSION_REF = r"^([1-9][0-9]{0,14}|[A-Za-z][A-Za-z0-9_-]{0,63})$"
 
 _SHA = "9f2c4b1a0e8d7c6b5a4f3e2d1c0b9a8f7e6d5c4b3a2f1e0d9c8b7a6f5e4d3c2b"
 

@@ -57,20 +57,33 @@ class _Loaded:
     signature: ModelSignature
 
 
-async def predict_version(services: Services, name: str, ref: str, body: bytes) -> bytes:
-    """The JSON answer to the prediction request ``body``."""
+async def predict_version(
+    services: Services,
+    name: str,
+    ref: str,
+    body: bytes,
+    query_options: PredictOptionsIn | None = None,
+) -> bytes:
+    """The JSON answer to the prediction request ``body``; ``query_options`` are the
+    options given in the query string, under those of the body."""
     if len(body) <= INLINE_MAX_BYTES:
-        request = _parse(body)
+        request = _parse(body, query_options)
         inline = _answer_inline(services, name, ref, request)
         if inline is not None:
             return inline
         return await in_thread(_answer, services, name, ref, request)
-    return await in_thread(answer, services, name, ref, body)
+    return await in_thread(answer, services, name, ref, body, query_options)
 
 
-def answer(services: Services, name: str, ref: str, body: bytes) -> bytes:
+def answer(
+    services: Services,
+    name: str,
+    ref: str,
+    body: bytes,
+    query_options: PredictOptionsIn | None = None,
+) -> bytes:
     """The whole prediction request, synchronously (blocking: call it from a worker thread)."""
-    return _answer(services, name, ref, _parse(body))
+    return _answer(services, name, ref, _parse(body, query_options))
 
 
 async def predict_table(
@@ -190,7 +203,17 @@ def _write(
     return orjson.dumps(document, option=orjson.OPT_SERIALIZE_NUMPY)
 
 
-def _parse(body: bytes) -> PredictRequest:
+def _parse(body: bytes, query_options: PredictOptionsIn | None = None) -> PredictRequest:
+    """The request, its options over ``query_options``."""
+    request = _parse_body(body)
+    if query_options is None:
+        return request
+    given = request.options.model_dump(include=request.options.model_fields_set)
+    options = query_options.model_copy(update=given)
+    return request.model_copy(update={"options": options})
+
+
+def _parse_body(body: bytes) -> PredictRequest:
     """The request; orjson parses, and anything it refuses goes through pydantic's own JSON
     parser, whose answers (problems, NaN, integers beyond 64 bits) the API documents."""
     try:

@@ -16,15 +16,16 @@ MODEL_NAME_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$"
 ALIAS_PATTERN: Final = r"^[A-Za-z][A-Za-z0-9_-]{0,63}$"
 LATEST: Final = "latest"
 """The reserved reference to a model's highest visible version; never an alias name."""
-MAX_VERSION: Final = 10**18 - 1
-"""The highest version number: 18 digits, within the signed 64 bits of SQLite's INTEGER and
-PostgreSQL's BIGINT, and what a version reference's pattern can say exactly. A larger
-number names no version (the request models say 422, the registry 404) instead of
+MAX_VERSION: Final = 10**15 - 1
+"""The highest version number: 15 digits, what a version reference's pattern can say
+exactly, within the signed 64 bits of SQLite's INTEGER and PostgreSQL's BIGINT and exact as
+a double (a JSON Schema validator that reads ``maximum`` as a float agrees with the server).
+A larger number names no version (the request models say 422, the registry 404) instead of
 overflowing the database driver."""
 
 _MODEL_NAME = re.compile(MODEL_NAME_PATTERN)
 _ALIAS = re.compile(ALIAS_PATTERN)
-_VERSION = re.compile(r"^[0-9]{1,18}$")
+_VERSION = re.compile(r"^[0-9]{1,15}$")
 
 
 def is_model_name(name: object) -> bool:

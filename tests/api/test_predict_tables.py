@@ -348,12 +348,21 @@ async def test_query_options_are_validated_and_named(models: Models) -> None:
     assert plain.status_code == 200 and "probabilities" not in plain.json()
 
 
-async def test_a_json_body_takes_no_query_options(models: Models) -> None:
-    body = {"instances": iris_rows(1).to_dict("records")}
-    url = "/v1/models/iris-rf/versions/1/predict?return_proba=true"
-    response = await models.api.client.post(url, json=body)
-    assert response.status_code == 422
-    assert locs(response) == [["query", "return_proba"]]
+async def test_a_json_body_takes_query_options_under_its_own(models: Models) -> None:
+    """The document declares the options as query parameters of the operation, so a JSON
+    body accepts them too; its own ``options`` win, option by option."""
+    url = "/v1/models/iris-rf/versions/1/predict"
+    rows = iris_rows(2).to_dict("records")
+    both = await models.api.client.post(
+        f"{url}?return_proba=true&return_votes=true",
+        json={"instances": rows, "options": {"return_votes": False}},
+    )
+    assert both.status_code == 200, both.text
+    assert len(both.json()["probabilities"]) == 2 and "votes" not in both.json()
+    bad = await models.api.client.post(f"{url}?voting=loud", json={"instances": rows})
+    assert bad.status_code == 422 and locs(bad) == [["query", "voting"]]
+    plain = await models.api.client.post(url, json={"instances": rows})
+    assert "probabilities" not in plain.json()
 
 
 async def test_unknown_model_is_a_404_after_the_body_is_read(models: Models) -> None:

@@ -71,7 +71,7 @@ def test_deleting_an_aliased_version_is_a_conflict_naming_the_alias(three: SqlRe
     assert [v.version for v in three.list_versions("iris")] == [3, 1]
 
 
-@pytest.mark.parametrize("number", [10**18, 2**63, 10**400])
+@pytest.mark.parametrize("number", [10**15, 2**63, 10**400])
 def test_numbers_beyond_the_registrys_integers_name_no_version(
     three: SqlRegistry, number: int
 ) -> None:
