@@ -19,14 +19,14 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import Depends, FastAPI
-from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.openapi.utils import get_openapi
-from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
 import app as app_package
 from app.deps import Services, require_unless
+from app.docs import add_doc_pages
 from app.jobs import JobRunner
 from app.metrics import Metrics
 from app.metrics_folder import shared_metrics_folder
@@ -143,7 +143,8 @@ _TAGS = {
 
 
 def _add_docs(application: FastAPI) -> None:
-    """/openapi.json and /docs, open unless ENSEMBLE_OPEN_DOCS=false (then any key)."""
+    """/openapi.json, /docs and /redoc, open unless ENSEMBLE_OPEN_DOCS=false (then any
+    key); the pages' assets are always open (see :mod:`app.docs`)."""
     guard = [Depends(require_unless("open_docs"))]
 
     def openapi() -> dict[str, Any]:
@@ -157,9 +158,7 @@ def _add_docs(application: FastAPI) -> None:
     async def openapi_document() -> JSONResponse:
         return JSONResponse(openapi())
 
-    @application.get("/docs", include_in_schema=False, dependencies=guard)
-    async def swagger_ui() -> HTMLResponse:
-        return get_swagger_ui_html(openapi_url="/openapi.json", title="Ensemble Service")
+    add_doc_pages(application, "/openapi.json", application.title, guard)
 
 
 def build_openapi(application: FastAPI) -> dict[str, Any]:

@@ -116,7 +116,7 @@ class Settings(BaseSettings):
     )
     open_docs: bool = Field(
         default=True,
-        description="Serve /docs and /openapi.json without a key even when API keys are set.",
+        description="Serve /docs, /redoc and /openapi.json without a key even when keys are set.",
     )
     open_metrics: bool = Field(
         default=True,
