@@ -16,7 +16,8 @@ gets the same answers and the same problems:
   wrong type is refused row by row with the value shown;
 * a feature column absent from the table is missing in every row, as a key absent from
   every record is (``"missing column 'x'"`` at each row, the first ``MAX_PROBLEMS``
-  shown).
+  shown);
+* categories training never saw are warned of as in JSON (``unseen_categories``).
 
 Columns a pandas index was stored in (``pa.Table.from_pandas``, ``DataFrame.to_parquet``)
 are not instances' columns and are skipped silently, as dataset uploads skip them.
@@ -41,6 +42,7 @@ from ensembles.prediction import (
     _input_error,
     _scan,
     check_row_count,
+    unseen_categories,
 )
 from ensembles.signature import ModelSignature
 
@@ -82,7 +84,8 @@ def table_to_columns(
         keyed.sort(key=lambda item: item[0])
         raise _input_error("instances", [p for _, p in keyed], total)
     wanted = {f.name for f in signature.features}
-    return arrays, _extra_warnings([c for c in position if c not in wanted])
+    extra = _extra_warnings([c for c in position if c not in wanted])
+    return arrays, extra + unseen_categories(signature, arrays)
 
 
 def _pandas_index_columns(schema: pa.Schema) -> set[str]:

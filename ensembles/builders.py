@@ -165,6 +165,26 @@ def output_columns(preprocessing: ColumnTransformer) -> list[str]:
     return out
 
 
+def known_categories(preprocessing: ColumnTransformer) -> dict[str, tuple[Any, ...]]:
+    """The categories each encoded column had in training, as plain JSON values (str, bool).
+
+    Read from the fitted encoders rather than from the dataset: they saw only the training
+    rows (not a hold-out), and what they know is exactly what the model will not treat as
+    unknown.  The missing value (NaN, a category of its own to the encoders) is left out:
+    missing cells are checked elsewhere, against ``FeatureColumn.has_missing``.
+    """
+    known: dict[str, tuple[Any, ...]] = {}
+    for name, transformer, columns in preprocessing.transformers_:
+        if name not in ("one_hot", "categorical"):
+            continue
+        for column, categories in zip(columns, transformer.categories_, strict=True):
+            plain = np.asarray(categories, dtype=object).tolist()
+            known[str(column)] = tuple(
+                bool(v) if isinstance(v, np.bool_) else v for v in plain if not pd.isna(v)
+            )
+    return known
+
+
 # --- applying a fitted preprocessing ----------------------------------------------------
 
 

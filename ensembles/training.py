@@ -51,7 +51,7 @@ from sklearn.pipeline import Pipeline
 from threadpoolctl import threadpool_limits
 
 from ensembles import metrics
-from ensembles.builders import FeatureColumn, build_pipeline, output_columns
+from ensembles.builders import FeatureColumn, build_pipeline, known_categories, output_columns
 from ensembles.catalog import KINDS, Task
 from ensembles.compiled import SKLEARN, compile_model
 from ensembles.data import TrainingData
@@ -162,7 +162,12 @@ def train(
     )
     run.report(1, 1, "done")
     signature = ModelSignature(
-        task, spec.kind, tuple(features), _classes(classes), _voting(ensemble, spec, task)
+        task,
+        spec.kind,
+        tuple(features),
+        _classes(classes),
+        _voting(ensemble, spec, task),
+        known_categories(pipeline[0]),
     )
     return FittedModel(
         pipeline=pipeline,

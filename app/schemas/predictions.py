@@ -59,7 +59,9 @@ class PredictOptionsIn(BaseModel):
         description="Override how members are combined (voting kinds, bagging family, forests).",
     )
     return_proba: bool = Field(default=False, description="Class probabilities per row.")
-    return_votes: bool = Field(default=False, description="Member votes per class, agreement.")
+    return_votes: bool = Field(
+        default=False, description="Member votes per class (and weighted tallies), agreement."
+    )
     return_std: bool = Field(default=False, description="Regression: std of member predictions.")
 
 
@@ -90,7 +92,18 @@ class PredictionOut(BaseModel):
                     "votes": [{"setosa": 3}],
                     "agreement": [1.0],
                     "warnings": [],
-                }
+                },
+                {
+                    "model": "iris-weighted",
+                    "version": 1,
+                    "task": "classification",
+                    "predictions": ["versicolor"],
+                    "classes": ["setosa", "versicolor", "virginica"],
+                    "votes": [{"versicolor": 1, "virginica": 2}],
+                    "weighted_votes": [{"versicolor": 3, "virginica": 2}],
+                    "agreement": [0.6],
+                    "warnings": [],
+                },
             ]
         }
     )
@@ -103,13 +116,31 @@ class PredictionOut(BaseModel):
     probabilities: list[list[float]] | None = Field(
         default=None, description="With return_proba: per row, one per class."
     )
-    votes: list[dict[str, int | float]] | None = Field(
-        default=None, description="With return_votes: per row, (weighted) votes per class."
+    votes: list[dict[str, int]] | None = Field(
+        default=None,
+        description="With return_votes: per row, how many members voted for each class "
+        "(each member once, whatever its weight: integers summing to the number of "
+        "members; classes without a vote are left out).",
+    )
+    weighted_votes: list[dict[str, int | float]] | None = Field(
+        default=None,
+        description="With return_votes, only for a model whose member weights are not all "
+        "1 (otherwise it would repeat `votes`): per row, the weighted tally of each class in "
+        "`votes` (the sum of the weights of the members that voted for it; integers when "
+        "every weight is whole). A hard vote picks the class with the largest tally.",
     )
     agreement: list[float] | None = Field(
-        default=None, description="With return_votes: share of votes of the predicted class."
+        default=None,
+        description="With return_votes: the predicted class's share of the weighted tally "
+        "(its tally divided by the sum of the weights; for an unweighted model, the share "
+        "of members that voted for it).",
     )
     std: list[float] | None = Field(
         default=None, description="With return_std: population std of member predictions."
     )
-    warnings: list[str] = Field(default_factory=list, description="E.g. extra columns ignored.")
+    warnings: list[str] = Field(
+        default_factory=list,
+        description="E.g. extra columns ignored; categories not seen in training (per column: "
+        "how many rows, the first 10 rows with their values; the prediction treats them as "
+        "unknown).",
+    )

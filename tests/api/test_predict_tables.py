@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import httpx
+import joblib
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -175,6 +176,44 @@ async def test_mixed_types_with_missing_values(models: Models, fmt: str) -> None
     assert response.status_code == 200, response.text
     assert response.json() == expected
     assert {"votes", "agreement", "probabilities"} <= set(expected)
+
+
+async def test_unseen_categories_are_warned_of_in_json_records_columns_and_tables(
+    models: Models,
+) -> None:
+    rows = mixed_rows(6, seed=4)
+    rows[0]["city"], rows[3]["city"] = "paris", "Rome"  # training had oslo, rome, lima
+    warning = (
+        "column 'city': 2 rows have categories not seen in training ('paris' at row 0, "
+        "'Rome' at row 3); they are encoded as unknown"
+    )
+    by_records = await as_json(models, "mixed-bag", rows, return_proba=True)
+    assert by_records["warnings"] == [warning]
+    columnar = {"columns": MIXED, "data": [[r[c] for c in MIXED] for r in rows]}
+    response = await models.api.predict(
+        "mixed-bag", 1, {"instances": columnar, "options": {"return_proba": True}}
+    )
+    assert response.status_code == 200, response.text
+    assert response.json() == by_records
+    for fmt in ("arrow", "parquet"):
+        response = await models.table("mixed-bag", mixed_table(rows), fmt, "?return_proba=1")
+        assert response.status_code == 200, response.text
+        assert response.json() == by_records
+    # The prediction still succeeds: the stored pipeline's answer for the same rows.
+    artifact = await models.api.client.get("/v1/models/mixed-bag/versions/1/artifact")
+    pipeline = joblib.load(io.BytesIO(artifact.content))
+    frame = pd.DataFrame(rows, columns=MIXED)  # missing strings and booleans: NaN
+    for column in ("member", "city"):
+        cells = [np.nan if r[column] is None else r[column] for r in rows]
+        frame[column] = pd.Series(cells, dtype=object)
+    assert by_records["predictions"] == pipeline.predict(frame).tolist()
+
+
+async def test_seen_categories_give_no_warning(models: Models) -> None:
+    rows = mixed_rows(20, seed=5)  # oslo, rome, lima and missing cities only
+    assert (await as_json(models, "mixed-bag", rows))["warnings"] == []
+    response = await models.table("mixed-bag", mixed_table(rows))
+    assert response.status_code == 200 and response.json()["warnings"] == []
 
 
 async def test_record_batches_string_kinds_and_voting_override(models: Models) -> None:

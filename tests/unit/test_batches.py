@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -150,6 +151,30 @@ def test_strings_and_booleans_become_the_object_arrays_of_json_values() -> None:
     encoded = table.set_column(3, "city", pa.compute.dictionary_encode(table.column("city")))
     assert pa.types.is_dictionary(encoded.column("city").type)
     same_as_json(MIXED, encoded)
+
+
+def test_unseen_categories_are_warned_of_as_in_json() -> None:
+    known = replace(MIXED, categories={"flag": (True,), "city": ("lima", "oslo")})
+    table = pa.table(
+        {
+            "n": [4, 5, 6],
+            "x": [0.5, None, 1.5],
+            "flag": [False, True, None],
+            "city": pa.array(["rome", None, "oslo"], pa.large_string()),
+            "note": ["a", "b", "c"],
+        }
+    )
+    expected = [
+        "extra columns ignored: note",
+        "column 'flag': 1 row has a category not seen in training (False at row 0); "
+        "it is encoded as unknown",
+        "column 'city': 1 row has a category not seen in training ('rome' at row 0); "
+        "it is encoded as unknown",
+    ]
+    for kind in (table, table.set_column(3, "city", pa.compute.dictionary_encode(table["city"]))):
+        same_as_json(known, kind)
+        assert table_to_columns(known, kind)[1] == expected
+    assert table_to_columns(MIXED, table)[1] == expected[:1]  # no categories recorded
 
 
 @pytest.mark.parametrize(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from functools import cache
 from typing import Any
@@ -12,7 +13,7 @@ import pytest
 from sklearn.datasets import load_breast_cancer, load_diabetes, load_iris, load_wine
 from sklearn.pipeline import Pipeline
 
-from ensembles.builders import FeatureColumn, build_pipeline
+from ensembles.builders import FeatureColumn, build_pipeline, known_categories
 from ensembles.catalog import Task
 from ensembles.errors import PredictionInputError, TooLargeError
 from ensembles.prediction import (
@@ -20,6 +21,7 @@ from ensembles.prediction import (
     PredictionResult,
     PredictOptions,
     predict,
+    rows_to_columns,
     rows_to_frame,
 )
 from ensembles.signature import ModelSignature
@@ -75,7 +77,9 @@ def fit(spec: dict[str, Any], task: Task, X: pd.DataFrame, y: np.ndarray[Any, An
     pipeline = build_pipeline(resolved, task, features, random_state=0).fit(X, y)
     classes = tuple(pipeline.classes_.tolist()) if task == "classification" else None
     voting = default_voting(resolved.kind, task, pipeline)
-    return pipeline, ModelSignature(task, resolved.kind, tuple(features), classes, voting), X
+    categories = known_categories(pipeline[0])
+    signature = ModelSignature(task, resolved.kind, tuple(features), classes, voting, categories)
+    return pipeline, signature, X
 
 
 def members(*specs: tuple[str, str]) -> list[dict[str, Any]]:
@@ -181,12 +185,17 @@ def member_matrix(name: str) -> np.ndarray[Any, Any]:
     return np.asarray(pipeline[:-1].transform(X), dtype=np.float64)
 
 
-def hard_by_hand(name: str) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
-    """(weighted vote counts per row and class, winning class index) straight from sklearn."""
+def hard_by_hand(
+    name: str, weighted: bool = True
+) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    """(weighted vote tallies per row and class, winning class index) straight from sklearn;
+    ``weighted=False``: each member's vote counts once."""
     pipeline, _, _ = model(name)
     ensemble, Xt = pipeline[-1], member_matrix(name)
     features = getattr(ensemble, "estimators_features_", [None] * len(ensemble.estimators_))
     weights = getattr(ensemble, "weights", None) or [1.0] * len(ensemble.estimators_)
+    if not weighted:
+        weights = [1.0] * len(ensemble.estimators_)
     picks = [
         est.predict(Xt if f is None else Xt[:, f]).astype(int)
         for est, f in zip(ensemble.estimators_, features, strict=True)
@@ -310,23 +319,63 @@ def test_tie_in_a_hard_override_goes_to_the_first_class() -> None:
 def test_votes_and_agreement_by_hand(name: str) -> None:
     _, signature, _ = model(name)
     classes = signature.classes or ()
-    counts, _ = hard_by_hand(name)
+    tallies, _ = hard_by_hand(name)
+    counts, _ = hard_by_hand(name, weighted=False)
     result = run(name, return_votes=True)
     predicted = [classes.index(p) for p in result.predictions]
-    expected_votes = [{str(classes[j]): c for j, c in enumerate(row) if c > 0} for row in counts]
-    assert result.votes == expected_votes
+    voted = [[j for j, c in enumerate(row) if c > 0] for row in counts]
+    assert result.votes == [
+        {str(classes[j]): int(row[j]) for j in js} for row, js in zip(counts, voted, strict=True)
+    ]
+    weighted = name in ("soft_voting", "fractional_voting")
+    assert result.weighted_votes == (
+        [{str(classes[j]): row[j] for j in js} for row, js in zip(tallies, voted, strict=True)]
+        if weighted
+        else None
+    )
     assert result.agreement == [
-        row[j] / row.sum() for row, j in zip(counts, predicted, strict=True)
+        row[j] / row.sum() for row, j in zip(tallies, predicted, strict=True)
     ]
 
 
-def test_vote_counts_are_ints_for_whole_weights_and_floats_otherwise() -> None:
-    whole = run("soft_voting", return_votes=True).votes or []
-    fractional = run("fractional_voting", return_votes=True).votes or []
-    assert {type(v) for row in whole for v in row.values()} == {int}
-    assert {type(v) for row in fractional for v in row.values()} == {float}
-    assert all(sum(row.values()) == 4 for row in whole)  # weights 2 + 1 + 1
-    assert all(sum(row.values()) == 3.0 for row in fractional)
+def test_votes_count_members_and_weighted_tallies_keep_the_weights_type() -> None:
+    whole = run("soft_voting", return_votes=True)  # weights 2, 1, 1
+    fractional = run("fractional_voting", return_votes=True)  # weights 0.5, 1.5, 1
+    for result in (whole, fractional):
+        assert {type(v) for row in result.votes or [] for v in row.values()} == {int}
+        assert all(sum(row.values()) == 3 for row in result.votes or [])
+    assert {type(v) for row in whole.weighted_votes or [] for v in row.values()} == {int}
+    assert {type(v) for row in fractional.weighted_votes or [] for v in row.values()} == {float}
+    assert all(sum(row.values()) == 4 for row in whole.weighted_votes or [])
+    assert all(sum(row.values()) == 3.0 for row in fractional.weighted_votes or [])
+    assert len(whole.weighted_votes or []) == len(whole.predictions)
+
+
+def test_unweighted_models_give_no_weighted_tallies() -> None:
+    for name in ("forest", "tie_voting"):
+        result = run(name, return_votes=True)
+        assert result.votes is not None and result.weighted_votes is None
+        assert "weighted_votes" not in result.as_dict()
+
+
+def test_a_weighted_hard_vote_follows_the_weights_not_the_head_count() -> None:
+    """Weights 0.5, 1.5, 1: on rows where dt (1.5) alone ties lr and nb together (0.5 + 1),
+    the two members' class has the most votes, but the weighted tie goes to the first
+    class, as in scikit-learn: the head count in ``votes`` does not decide."""
+    _, signature, X = model("fractional_voting")
+    classes = labels(signature)
+    _, winner = hard_by_hand("fractional_voting")
+    _, majority = hard_by_hand("fractional_voting", weighted=False)
+    disagree = np.flatnonzero(winner != majority)
+    assert disagree.size > 0
+    result = run("fractional_voting", return_votes=True)
+    assert result.predictions == [classes[i] for i in winner]
+    assert result.predictions == model("fractional_voting")[0].predict(X).tolist()
+    for row in disagree.tolist():
+        assert result.votes is not None and result.weighted_votes is not None
+        predicted = str(result.predictions[row])
+        assert result.votes[row][predicted] < max(result.votes[row].values())
+        assert result.weighted_votes[row][predicted] == max(result.weighted_votes[row].values())
 
 
 # --- regression spread ------------------------------------------------------------------
@@ -613,6 +662,86 @@ def test_int_column_stays_int64_when_complete() -> None:
     good = {"age": 30, "income": 2, "member": False, "city": "oslo"}
     frame, _ = rows_to_frame(signature, [good])
     assert frame.dtypes.tolist() == [np.int64, np.float64, object, object]
+
+
+# --- categories not seen in training ----------------------------------------------------
+
+
+def test_known_categories_are_the_encoders_as_json_values() -> None:
+    _, signature, _ = mixed_model()
+    assert signature.categories == {"member": (False, True), "city": ("lima", "oslo", "rome")}
+    assert {type(v) for v in (signature.categories or {})["member"]} == {bool}
+    assert model("forest")[1].categories == {}  # numbers only: nothing to look at
+
+
+def test_unseen_categories_are_warned_of_by_column_row_and_value() -> None:
+    pipeline, signature, _ = mixed_model()
+    good = {"age": 30, "income": 2.0, "member": True, "city": "oslo"}
+    rows = [{**good, "city": "paris"}, good, {**good, "city": None}, {**good, "city": "Oslo"}]
+    frame, warnings = rows_to_frame(signature, [*rows, {**good, "id": 1}])
+    assert warnings == [
+        "extra columns ignored: id",
+        "column 'city': 2 rows have categories not seen in training ('paris' at row 0, "
+        "'Oslo' at row 3); they are encoded as unknown",
+    ]
+    columnar = {"columns": list(good), "data": [list(r.values()) for r in rows]}
+    assert rows_to_columns(signature, columnar)[1] == warnings[1:]
+    # The prediction stands: the pipeline's own answer for the same rows.
+    assert predict(pipeline, signature, frame, PredictOptions()).predictions == (
+        pipeline.predict(frame).tolist()
+    )
+
+
+def test_seen_categories_and_missing_cells_give_no_warning() -> None:
+    _, signature, X = mixed_model()
+    good = {"age": 30, "income": 2.0, "member": None, "city": None}
+    assert rows_to_frame(signature, [*X.to_dict(orient="records"), good])[1] == []
+
+
+def test_unseen_category_warnings_name_the_first_rows_and_count_the_rest() -> None:
+    _, signature, _ = mixed_model()
+    good = {"age": 30, "income": 2.0, "member": True, "city": "oslo"}
+    rows = [{**good, "city": f"town {i}"} for i in range(12)] + [{**good, "city": "x" * 50}]
+    _, [warning] = rows_to_frame(signature, rows)
+    shown = ", ".join(f"'town {i}' at row {i}" for i in range(10))
+    assert warning == (
+        f"column 'city': 13 rows have categories not seen in training ({shown}, and 3 more "
+        "rows); they are encoded as unknown"
+    )
+    _, [one] = rows_to_frame(signature, [good, {**good, "city": "x" * 50}])
+    assert one == (
+        f"column 'city': 1 row has a category not seen in training ('{'x' * 36}... at row 1); "
+        "it is encoded as unknown"
+    )
+
+
+def test_a_boolean_value_training_never_had_is_an_unseen_category() -> None:
+    X = mixed_model()[2].assign(member=pd.Series([True] * 120, dtype=object))
+    y = np.where(X["age"] > 40, "yes", "no").astype(object)
+    spec = {"kind": "random_forest", "params": {"n_estimators": 3}}
+    _, signature, _ = fit(spec, "classification", X, y)
+    assert signature.categories is not None and signature.categories["member"] == (True,)
+    row = {"age": 30, "income": 2.0, "member": False, "city": "oslo"}
+    assert rows_to_frame(signature, [row])[1] == [
+        "column 'member': 1 row has a category not seen in training (False at row 0); "
+        "it is encoded as unknown"
+    ]
+
+
+def test_signature_round_trip_keeps_categories_and_old_signatures_still_load() -> None:
+    pipeline, signature, _ = mixed_model()
+    stored = json.loads(json.dumps(signature.as_dict()))
+    assert stored["categories"] == {"member": [False, True], "city": ["lima", "oslo", "rome"]}
+    assert ModelSignature.from_dict(stored) == signature
+    # Signatures stored before categories were recorded: no key at all.
+    old = ModelSignature.from_dict({k: v for k, v in stored.items() if k != "categories"})
+    assert old.categories is None
+    rows = [{"age": 30, "income": 2.0, "member": True, "city": "paris"}]
+    frame, warnings = rows_to_frame(old, rows)
+    assert warnings == []
+    assert predict(pipeline, old, frame, PredictOptions()).predictions == (
+        pipeline.predict(frame).tolist()
+    )
 
 
 # --- the response -----------------------------------------------------------------------

@@ -552,6 +552,11 @@ def test_mixed_type_tables_train_on_raw_columns(raw: dict[str, Any]) -> None:
     assert model.metrics["holdout"]["accuracy"] > 0.7
     features = {f.name: f for f in model.signature.features}
     assert features["size"].has_missing and not features["count"].has_missing
+    # The encoders' categories (the missing value left out), whatever the encoding.
+    assert model.signature.categories == {
+        "colour": ("blue", "green", "red"),
+        "member": (False, True),
+    }
     # Unseen categories and missing values at predict time are tolerated where allowed.
     rows = table.frame.drop(columns=["label"]).head(3).copy()
     rows["colour"] = ["purple", None, "red"]
