@@ -245,13 +245,13 @@ def _unseen_warning(name: str, cells: list[Any], unseen: set[Any]) -> str:
     """``column 'c': 2 rows have categories not seen in training ('x' at row 0, ...)``:
     the first MAX_UNSEEN_SHOWN rows with their values, and how many rows in all."""
     rows = [i for i, v in enumerate(cells) if v in unseen]
-    shown = ", ".join(f"{_show(cells[i])} at row {i}" for i in rows[:MAX_UNSEEN_SHOWN])
+    listed = ", ".join(f"{shown(cells[i])} at row {i}" for i in rows[:MAX_UNSEEN_SHOWN])
     if len(rows) > MAX_UNSEEN_SHOWN:
-        shown += f", and {len(rows) - MAX_UNSEEN_SHOWN} more rows"
+        listed += f", and {len(rows) - MAX_UNSEEN_SHOWN} more rows"
     one = len(rows) == 1
     have = "1 row has a category" if one else f"{len(rows)} rows have categories"
     encoded = "it is" if one else "they are"
-    return f"column {name!r}: {have} not seen in training ({shown}); {encoded} encoded as unknown"
+    return f"column {name!r}: {have} not seen in training ({listed}); {encoded} encoded as unknown"
 
 
 def _numeric_columns(
