@@ -710,7 +710,8 @@ def test_unseen_category_warnings_name_the_first_rows_and_count_the_rest() -> No
     )
     _, [one] = rows_to_frame(signature, [good, {**good, "city": "x" * 50}])
     assert one == (
-        f"column 'city': 1 row has a category not seen in training ('{'x' * 36}... at row 1); "
+        f"column 'city': 1 row has a category not seen in training ('{'x' * 17}..."
+        f"{'x' * 18}' at row 1); "
         "it is encoded as unknown"
     )
 
