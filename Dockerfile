@@ -11,7 +11,7 @@
 #   --secret id=pipcert,src=$PIP_CERT          CA bundle pip should trust (TLS-intercepting proxy)
 #   --secret id=pipconf,src=/path/to/pip.conf  pip configuration, e.g. a private index
 # Both are read only while pip runs and end up in no layer. Configuration of the running
-# service is only through ENSEMBLE_* environment variables (see README.md).
+# service is only through ENSEMBLE_* environment variables (see docs/settings.md).
 
 ARG DEBIAN_IMAGE=debian:bookworm-slim
 
