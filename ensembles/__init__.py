@@ -61,7 +61,7 @@ from ensembles.specs import (
     parse_training_spec,
 )
 from ensembles.training import CancelToken, FittedModel, ProgressCallback, train
-from ensembles.validation import resolve_ensemble
+from ensembles.validation import check_against_rows, resolve_ensemble
 
 __all__ = [
     "ENSEMBLE_KINDS",
@@ -103,6 +103,7 @@ __all__ = [
     "build_estimator",
     "build_pipeline",
     "catalog_document",
+    "check_against_rows",
     "compile_model",
     "parse_estimator_spec",
     "parse_training_spec",

@@ -23,12 +23,20 @@ Once fitted and measured, the model is compiled for serving where it can be
 ensembles with tree members): the verdict, engine or the reason for scikit-learn, and for
 those composites each member's engine, is returned in ``FittedModel.inference`` for the
 version's metadata.
+
+What the data or the spec makes impossible is a :class:`TrainingError` with a path into
+the request: the hold-out split and the folds (:func:`split_rows`, :func:`cv_problems`,
+which the service also runs at submit time), and whatever scikit-learn refuses while
+fitting, scoring or cross-validating (:func:`scikit_learn_errors`). An error raised by
+this library's own code stays what it is: a bug.
 """
 
 from __future__ import annotations
 
 import math
+import re
 import time
+import traceback
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -40,7 +48,10 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 from sklearn.base import BaseEstimator
+from sklearn.calibration import CalibratedClassifierCV
 from sklearn.ensemble import (
+    AdaBoostClassifier,
+    AdaBoostRegressor,
     BaggingClassifier,
     BaggingRegressor,
     GradientBoostingClassifier,
@@ -51,17 +62,25 @@ from sklearn.pipeline import Pipeline
 from threadpoolctl import threadpool_limits
 
 from ensembles import metrics
-from ensembles.builders import FeatureColumn, build_pipeline, known_categories, output_columns
+from ensembles.builders import (
+    FeatureColumn,
+    build_estimator,
+    build_pipeline,
+    known_categories,
+    output_columns,
+)
 from ensembles.catalog import KINDS, Task
 from ensembles.compiled import SKLEARN, compile_model
 from ensembles.data import TrainingData
-from ensembles.errors import TrainingCancelledError, TrainingError
+from ensembles.errors import Location, Problem, TrainingCancelledError, TrainingError
 from ensembles.members import has_members, members_of
 from ensembles.signature import ModelSignature, Voting
 from ensembles.specs import EstimatorSpec, EvaluationSpec
 
 ProgressCallback = Callable[[int, int, str], None]
 CHUNKS = 10
+HOLDOUT: Location = ("evaluation", "holdout_fraction")
+CV_FOLDS: Location = ("evaluation", "cv_folds")
 PARALLEL_MIN_CELLS = 50_000  # preprocessed rows x columns from which members fit in parallel
 
 
@@ -122,37 +141,49 @@ def train(
     X_train, X_hold, y_train, y_hold = _split(
         data, evaluation.holdout_fraction, random_state, notes
     )
+    if evaluation.cv_folds:
+        # Before the long fit: a split that cannot cross-validate fails at once.
+        cv_rows = cv_problems(y_train, task, evaluation.cv_folds)
+        if cv_rows:
+            raise TrainingError(
+                f"cannot make {evaluation.cv_folds} cross-validation folds", cv_rows
+            )
     run.check()
     pipeline = build_pipeline(spec, task, features, random_state)
-    Xt = _fit_pipeline(pipeline, X_train, y_train, run)
+    with scikit_learn_errors("fit this model", spec, task, ("ensemble",)):
+        Xt = _fit_pipeline(pipeline, X_train, y_train, run)
     ensemble = pipeline[-1]
+    notes += early_stop_notes(ensemble)
     classes = list(pipeline.classes_) if task == "classification" else []
     run.report(0, 1, "evaluating")
     result: dict[str, Any] = {"oob": None, "holdout": None, "cv": None}
-    result["train"] = _evaluate(pipeline, X_train, y_train, task, classes)
+    with scikit_learn_errors("score this model on its training rows", spec, task, ("ensemble",)):
+        result["train"] = _evaluate(pipeline, X_train, y_train, task, classes)
     if X_hold is not None and y_hold is not None:
-        result["holdout"] = _evaluate(pipeline, X_hold, y_hold, task, classes)
+        with scikit_learn_errors("score this model on the hold-out rows", spec, task, HOLDOUT):
+            result["holdout"] = _evaluate(pipeline, X_hold, y_hold, task, classes)
     else:
         notes.append("no hold-out set (holdout_fraction = 0)")
-    oob, reason, oob_curve = metrics.oob_scores(ensemble, Xt, y_train, task, classes)
-    result["oob"] = oob
-    if reason:
-        notes.append(f"no OOB estimate: {reason}")
     basis, Xb, yb = (
         ("holdout", X_hold, y_hold) if X_hold is not None else ("train", X_train, y_train)
     )
     assert Xb is not None and yb is not None
-    Xbt = np.asarray(pipeline[:-1].transform(Xb))
-    result["estimators"], member_note = metrics.member_scores(
-        ensemble, Xbt, yb, task, classes, basis
-    )
-    if member_note:
-        notes.append(member_note)
-    result["curve"] = _curve(ensemble, oob_curve, Xbt, yb, task, basis, notes)
+    with scikit_learn_errors("measure this model's members", spec, task, ("ensemble",)):
+        oob, reason, oob_curve = metrics.oob_scores(ensemble, Xt, y_train, task, classes)
+        result["oob"] = oob
+        if reason:
+            notes.append(f"no OOB estimate: {reason}")
+        Xbt = np.asarray(pipeline[:-1].transform(Xb))
+        result["estimators"], member_note = metrics.member_scores(
+            ensemble, Xbt, yb, task, classes, basis
+        )
+        if member_note:
+            notes.append(member_note)
+        result["curve"] = _curve(ensemble, oob_curve, Xbt, yb, task, basis, notes)
     run.check()
     if evaluation.cv_folds:
         result["cv"] = _cross_validate(
-            data, spec, features, X_train, y_train, evaluation, random_state, run
+            data, spec, features, X_train, y_train, evaluation, random_state, run, notes
         )
     else:
         notes.append("no cross-validation (cv_folds = 0)")
@@ -214,34 +245,161 @@ def _split(
 ) -> tuple[pd.DataFrame, pd.DataFrame | None, NDArray[Any], NDArray[Any] | None]:
     if fraction <= 0:
         return data.X, None, data.y, None
-    stratify = data.y if data.task == "classification" else None
+    rows = split_rows(data.y, data.task, fraction, random_state)
+    assert rows.holdout is not None
+    if rows.note:
+        notes.append(rows.note)
+    y = np.asarray(data.y)
+    return data.X.iloc[rows.train], data.X.iloc[rows.holdout], y[rows.train], y[rows.holdout]
+
+
+@dataclass(frozen=True)
+class RowSplit:
+    """Row positions of the training and hold-out parts (None: nothing held out)."""
+
+    train: NDArray[np.intp]
+    holdout: NDArray[np.intp] | None
+    note: str | None = None
+
+
+def split_rows(y: NDArray[Any], task: Task, fraction: float, random_state: int) -> RowSplit:
+    """The hold-out split training makes, as row positions; TrainingError when no usable one.
+
+    The very split of ``train_test_split`` on the table (it draws from the number of rows,
+    the labels and the seed only), so the service checks it at submit time and the worker
+    makes the same. Classification needs every class in the training part, so a class of
+    one row, or fewer training rows than classes, is refused; stratification that fails
+    only for want of hold-out rows falls back to a plain split, with a note.
+    """
+    n = len(y)
+    everything = np.arange(n)
+    if fraction <= 0:
+        return RowSplit(everything, None)
+    n_train = n - math.ceil(fraction * n)  # scikit-learn's own rounding
+    problems: list[Problem] = []
+    labels: list[Any] = []
+    codes: NDArray[np.intp] | None = None
+    counts: list[int] = []
+    if task == "classification":
+        labels, codes, counts = encode_classes(y)
+        for label, count in zip(labels, counts, strict=True):
+            if count < 2:
+                problems.append(
+                    Problem(
+                        ("target",),
+                        f"class {label!r} has 1 row; the stratified hold-out split needs at "
+                        "least 2 rows of every class (one to train on, one to hold out): "
+                        "add rows of it, remove it from the table, or set "
+                        "evaluation.holdout_fraction to 0",
+                    )
+                )
+    needed = max(len(labels), 1)
+    if n_train < needed:
+        what = f"{n_train} training row{'s' if n_train != 1 else ''}"
+        if labels:
+            what += f" for {len(labels)} classes (each needs one)"
+        problems.append(
+            Problem(
+                HOLDOUT,
+                f"holding out {fraction:g} of {n} rows leaves {what}: {_lower_holdout(n, needed)}",
+            )
+        )
+    if problems:
+        raise TrainingError(f"cannot hold out {fraction:g} of {n} rows", problems)
+    note = None
     try:
-        X_tr, X_ho, y_tr, y_ho = train_test_split(
-            data.X, data.y, test_size=fraction, random_state=random_state, stratify=stratify
+        # Stratified on the class codes: the same split as on the labels (same order),
+        # four times faster on a million string labels.
+        train, hold = train_test_split(
+            everything, test_size=fraction, random_state=random_state, stratify=codes
         )
-    except ValueError as exc:
-        if stratify is None:
-            raise TrainingError(
-                f"cannot hold out {fraction:.0%} of {len(data.y)} rows: {exc}"
-            ) from None
-        notes.append(f"hold-out split is not stratified: {exc}")
-        X_tr, X_ho, y_tr, y_ho = train_test_split(
-            data.X, data.y, test_size=fraction, random_state=random_state
+    except ValueError as exc:  # stratified, too few hold-out rows for the classes
+        note = f"hold-out split is not stratified: {exc}"
+        train, hold = train_test_split(everything, test_size=fraction, random_state=random_state)
+    if codes is not None:
+        trained = np.bincount(codes[train], minlength=len(labels))
+        missing = [
+            Problem(
+                HOLDOUT,
+                f"the hold-out split leaves class {label!r} ({count} rows) without a training "
+                "row: lower evaluation.holdout_fraction, or add rows of it",
+            )
+            for label, count, kept in zip(labels, counts, trained.tolist(), strict=True)
+            if not kept
+        ]
+        if missing:
+            raise TrainingError(f"cannot hold out {fraction:g} of {n} rows", missing)
+    return RowSplit(np.asarray(train), np.asarray(hold), note)
+
+
+def encode_classes(y: NDArray[Any]) -> tuple[list[Any], NDArray[np.intp], list[int]]:
+    """The sorted classes (plain Python values), each row's class index and the rows per
+    class: ``np.unique``'s answer, by hashing rather than sorting a million labels."""
+    codes, found = pd.factorize(np.asarray(y), sort=True)
+    counts = np.bincount(codes, minlength=len(found))
+    labels = [v.item() if isinstance(v, np.generic) else v for v in found]
+    return labels, codes.astype(np.intp), counts.tolist()
+
+
+def _lower_holdout(n: int, needed: int) -> str:
+    """Advice: the largest hold-out fraction (two decimals) that leaves ``needed`` rows."""
+    fraction = math.floor((n - needed) * 100 / n) / 100
+    while fraction > 0 and n - math.ceil(fraction * n) < needed:
+        fraction = round(fraction - 0.01, 2)
+    if fraction <= 0:
+        return "set evaluation.holdout_fraction to 0, or add rows"
+    return f"set evaluation.holdout_fraction to at most {fraction:g}, or add rows"
+
+
+def cv_problems(y: NDArray[Any], task: Task, k: int) -> list[Problem]:
+    """Why ``k``-fold cross-validation of these training rows would fail (none: it works).
+
+    Classification folds are stratified: scikit-learn refuses only when every class has
+    fewer than ``k`` rows, but a class of one training row also fails (the fold that
+    scores it trains without it), so both are refused here.
+    """
+    if not k:
+        return []
+    n = len(y)
+    if n < k:
+        return [
+            Problem(
+                CV_FOLDS,
+                f"cv_folds={k} needs at least {k} training rows; there are {n}: lower "
+                "cv_folds (or set it to 0), lower evaluation.holdout_fraction, or add rows",
+            )
+        ]
+    if task != "classification":
+        return []
+    labels, _, counts = encode_classes(y)
+    problems = [
+        Problem(
+            CV_FOLDS,
+            f"class {label!r} has 1 training row; cross-validation needs at least 2 rows of "
+            "every class (each fold trains on the rows of the others): set cv_folds to 0, "
+            "lower evaluation.holdout_fraction, or add rows of it",
         )
-    return X_tr, X_ho, np.asarray(y_tr), np.asarray(y_ho)
+        for label, count in zip(labels, counts, strict=True)
+        if count < 2
+    ]
+    most = max(counts)
+    if not problems and most < k:
+        problems.append(
+            Problem(
+                CV_FOLDS,
+                f"every class has fewer than cv_folds={k} training rows (the largest has "
+                f"{most}); stratified folds need more: set cv_folds to at most {most}",
+            )
+        )
+    return problems
 
 
 def _fit_pipeline(pipeline: Pipeline, X: pd.DataFrame, y: NDArray[Any], run: _Run) -> NDArray[Any]:
     """Fit preprocessing, then the ensemble with progress; returns the preprocessed rows."""
     run.report(0, 1, "preprocessing")
-    try:
-        Xt = np.asarray(pipeline[:-1].fit_transform(X, y))
-        with every_core(Xt.size):
-            _fit_ensemble(pipeline[-1], Xt, y, run)
-    except (TrainingCancelledError, MemoryError):
-        raise
-    except (ValueError, TypeError, ArithmeticError) as exc:
-        raise TrainingError(f"scikit-learn could not fit this model: {exc}") from exc
+    Xt = np.asarray(pipeline[:-1].fit_transform(X, y))
+    with every_core(Xt.size):
+        _fit_ensemble(pipeline[-1], Xt, y, run)
     return Xt
 
 
@@ -337,6 +495,7 @@ def _cross_validate(
     evaluation: EvaluationSpec,
     random_state: int,
     run: _Run,
+    notes: list[str],
 ) -> dict[str, Any]:
     k = evaluation.cv_folds
     splitter: StratifiedKFold | KFold = (
@@ -344,24 +503,184 @@ def _cross_validate(
         if data.task == "classification"
         else KFold(k, shuffle=True, random_state=random_state)
     )
+    if data.task == "classification":
+        labels, _, counts = encode_classes(y)
+        for label, count in zip(labels, counts, strict=True):
+            if count < k:
+                notes.append(
+                    f"class {label!r} has {count} training rows, fewer than cv_folds={k}: "
+                    f"{k - count} of the folds score no row of it"
+                )
     folds = []
-    try:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # "least populated class": noted above
         splits = list(splitter.split(X, y))
-    except ValueError as exc:
-        raise TrainingError(f"cannot make {k} cross-validation folds: {exc}") from None
     for i, (tr, va) in enumerate(splits):
         run.check()
         run.report(i, k, "cross_validating")
         fold = build_pipeline(spec, data.task, features, random_state)
-        with warnings.catch_warnings(), every_core(X.size):
-            warnings.simplefilter("ignore", UserWarning)
-            fold.fit(X.iloc[tr], y[tr])
-        classes = list(fold.classes_) if data.task == "classification" else []
-        scores = _evaluate(fold, X.iloc[va], y[va], data.task, classes)
+        doing = f"cross-validate this model (fold {i + 1} of {k})"
+        with scikit_learn_errors(doing, spec, data.task, CV_FOLDS):
+            with warnings.catch_warnings(), every_core(X.size):
+                warnings.simplefilter("ignore", UserWarning)
+                fold.fit(X.iloc[tr], y[tr])
+            classes = list(fold.classes_) if data.task == "classification" else []
+            scores = _evaluate(fold, X.iloc[va], y[va], data.task, classes)
         scores.pop("confusion_matrix", None)
         folds.append(scores)
     run.report(k, k, "cross_validating")
     return metrics.mean_scores(folds)
+
+
+# ------------------------------------------------------- scikit-learn's own refusals
+
+_OWN_PACKAGES = ("ensembles", "app")
+_REFUSALS = (ValueError, TypeError, ArithmeticError)
+
+
+@contextmanager
+def scikit_learn_errors(
+    doing: str, spec: EstimatorSpec, task: Task, fallback: Location
+) -> Iterator[None]:
+    """scikit-learn refusing the data or the parameters becomes a TrainingError (422).
+
+    Only errors raised inside scikit-learn (or numpy and scipy under it) are the user's
+    to fix: a ValueError of this library's own code is a bug and goes on as it is (a 500
+    that is logged). The problem is placed on the estimator of the spec that raised it,
+    on its parameter when the message names it with its value, else on ``fallback``.
+    """
+    try:
+        yield
+    except _REFUSALS as exc:
+        if not raised_by_scikit_learn(exc):
+            raise
+        message = str(exc).strip() or type(exc).__name__
+        loc = attribute(exc, spec, task) or fallback
+        raise TrainingError(
+            f"scikit-learn could not {doing}: {message}", [Problem(loc, message)]
+        ) from exc
+
+
+def raised_by_scikit_learn(exc: BaseException) -> bool:
+    """True when the error came out of scikit-learn: below the innermost frame of this
+    project's code (the call that failed) there is a frame of scikit-learn."""
+    modules = [
+        str(frame.f_globals.get("__name__", ""))
+        for frame, _ in traceback.walk_tb(exc.__traceback__)
+    ]
+    own = [i for i, name in enumerate(modules) if name.split(".")[0] in _OWN_PACKAGES]
+    below = modules[own[-1] + 1 :] if own else modules
+    return any(name.split(".")[0] == "sklearn" for name in below)
+
+
+def attribute(exc: BaseException, spec: EstimatorSpec, task: Task) -> Location | None:
+    """The path of the spec's estimator that raised ``exc`` (and of its parameter when the
+    message names it with its value), or None when it cannot be told."""
+    failing = _failing_estimator(exc)
+    if failing is None:
+        return None
+    candidates = [
+        (loc, node)
+        for loc, node in spec_nodes(spec)
+        if KINDS[node.kind].classes.get(task) is type(failing) and _same_params(node, task, failing)
+    ]
+    if len(candidates) != 1:
+        return None
+    loc, node = candidates[0]
+    message = str(exc)
+    named = [
+        (found.start(), name)
+        for name, value in node.params.items()
+        if (found := re.search(rf"\b{re.escape(name)}\b", message, re.IGNORECASE))
+        and re.search(rf"(?<![\w.]){re.escape(str(value))}(?![\w.])", message)
+    ]
+    return (*loc, "params", min(named)[1]) if named else loc
+
+
+def spec_nodes(
+    spec: EstimatorSpec, loc: Location = ("ensemble",)
+) -> list[tuple[Location, EstimatorSpec]]:
+    """Every estimator of a spec with its path in the request body, depth first."""
+    out = [(loc, spec)]
+    if spec.estimator is not None:
+        out += spec_nodes(spec.estimator, (*loc, "estimator"))
+    for i, member in enumerate(spec.estimators or []):
+        out += spec_nodes(member, (*loc, "estimators", i))
+    if spec.final_estimator is not None:
+        out += spec_nodes(spec.final_estimator, (*loc, "final_estimator"))
+    return out
+
+
+def _failing_estimator(exc: BaseException) -> BaseEstimator | None:
+    """The innermost estimator whose method was running when ``exc`` was raised."""
+    failing = None
+    for frame, _ in traceback.walk_tb(exc.__traceback__):
+        obj = frame.f_locals.get("self")
+        if isinstance(obj, BaseEstimator):
+            failing = obj
+    if isinstance(failing, CalibratedClassifierCV):  # svm with probability=true
+        failing = failing.estimator
+    return failing
+
+
+def _same_params(node: EstimatorSpec, task: Task, estimator: BaseEstimator) -> bool:
+    """The estimator is (a clone of) the one the node builds: same class, same own
+    parameters (members, seeds and the service's fixed settings aside)."""
+    built = build_estimator(node, task, random_state=None)
+    if isinstance(built, CalibratedClassifierCV):
+        built = built.estimator
+    if type(built) is not type(estimator):
+        return False
+    actual = estimator.get_params(deep=False)
+    for name, value in built.get_params(deep=False).items():
+        if name == "random_state" or isinstance(value, BaseEstimator | list):
+            continue
+        try:
+            if bool(actual.get(name) != value):
+                return False
+        except (TypeError, ValueError):
+            return False
+    return True
+
+
+def early_stop_notes(ensemble: BaseEstimator, prefix: str = "") -> list[str]:
+    """AdaBoost fits fewer members than asked when one is perfect or no better than
+    chance: say so and why (for the ensemble, and for the named members of voting and
+    stacking)."""
+    notes: list[str] = []
+    if isinstance(ensemble, AdaBoostClassifier | AdaBoostRegressor):
+        note = _adaboost_stop(ensemble)
+        if note:
+            notes.append(prefix + note)
+    for name, member in getattr(ensemble, "named_estimators_", {}).items():
+        if isinstance(member, BaseEstimator):
+            notes += early_stop_notes(member, f"{prefix}member '{name}': ")
+    return notes
+
+
+def _adaboost_stop(ensemble: AdaBoostClassifier | AdaBoostRegressor) -> str | None:
+    asked = int(ensemble.n_estimators)
+    fitted = len(ensemble.estimators_)
+    if fitted >= asked:
+        return None
+    head = f"AdaBoost stopped after {fitted} of {asked} members: "
+    error = float(ensemble.estimator_errors_[fitted - 1])
+    if error == 0:
+        return head + (
+            f"member {fitted} fits the training rows perfectly (weighted error 0), "
+            "so there is nothing left to boost"
+        )
+    if error == 1:  # never recorded: the regressor keeps a first member that is too weak
+        return head + (f"member {fitted} had a weighted loss >= 0.5 and is kept as the only member")
+    if isinstance(ensemble, AdaBoostClassifier):
+        k = len(ensemble.classes_)
+        return head + (
+            f"member {fitted + 1} did no better than chance on the reweighted rows "
+            f"(weighted error >= 1 - 1/{k} = {1 - 1 / k:.2g}) and was dropped"
+        )
+    return head + (
+        f"member {fitted + 1} had a weighted loss >= 0.5 on the reweighted rows and was dropped"
+    )
 
 
 def feature_importances(pipeline: Pipeline) -> dict[str, float] | None:

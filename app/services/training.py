@@ -1,10 +1,12 @@
 """Submit-time checks of a training request: every problem at once, rooted at the body.
 
-A request is checked in three layers that all run, so one answer lists everything:
+A request is checked in four layers that all run, so one answer lists everything:
 the structure of each top-level field (pydantic, field by field), the dataset and its
-target/feature columns (on the stored table, loaded in a thread), and the ensemble spec
-against the catalog and the service's resource limits. The result is the job document
-the worker process trains from.
+target/feature columns (on the stored table, loaded in a thread), the ensemble spec
+against the catalog and the service's resource limits, and the evaluation and the spec
+against the table's rows and classes (the hold-out split with the job's seed, the folds,
+``n_neighbors`` and the like against the rows each nested fit sees). The result is the
+job document the worker process trains from.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from ensembles import (
     SpecLimits,
     Table,
     TrainingData,
+    check_against_rows,
     read_table,
     resolve_ensemble,
     select_training_data,
@@ -144,10 +147,19 @@ async def prepare_job(
             _resolve, values["ensemble"], task, settings.spec_limits
         )
         problems += spec_problems
+    random_state = values.get("random_state")
+    if random_state is None:  # chosen now: the checks below make the split training makes
+        random_state = secrets.randbelow(MAX_RANDOM_STATE + 1)
+    if data is not None and "evaluation" not in bad:
+        # The hold-out split, the folds and the rows each nested fit sees, against the
+        # table's classes and rows (the spec's part only once the spec itself is sound).
+        problems += await in_thread(
+            check_against_rows, spec, values["evaluation"], data.y, data.task, random_state
+        )
     if problems:
         raise SpecError(count_text(len(problems)), problems)
     assert record is not None and data is not None and spec is not None
-    return _job_document(model, values, record, data, spec)
+    return _job_document(model, {**values, "random_state": random_state}, record, data, spec)
 
 
 def _job_document(
@@ -158,8 +170,6 @@ def _job_document(
     spec: EstimatorSpec,
 ) -> dict[str, Any]:
     random_state = values["random_state"]
-    if random_state is None:
-        random_state = secrets.randbelow(MAX_RANDOM_STATE + 1)
     evaluation: EvaluationSpec = values["evaluation"]
     return {
         "model": model,

@@ -7,10 +7,11 @@ from typing import Any
 
 import pandas as pd
 import pytest
+from fastapi import FastAPI
 
 from app.settings import Settings
 from tests.api.conftest import started
-from tests.api.support import Api, forest, locs
+from tests.api.support import Api, forest, iris_frame, locs
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 
@@ -264,7 +265,64 @@ async def test_structure_errors_422(api: Api) -> None:
     assert response.status_code == 415
 
 
-async def test_training_failure_is_a_failed_job_with_a_problem(api: Api) -> None:
+# ------------------------------------------- refused at submit: the data cannot train it
+
+
+async def _refused_for(api: Api, body: dict[str, Any]) -> list[dict[str, Any]]:
+    """Refused at submit, with ``?wait=true`` too, before any job exists."""
+    for wait in (False, True):
+        response = await api.submit("m", body, wait=wait)
+        assert response.status_code == 422, response.text
+        problem = response.json()
+        assert problem["code"] == "invalid_spec" and "Traceback" not in response.text
+    assert (await api.client.get("/v1/jobs")).json() == []
+    errors: list[dict[str, Any]] = problem["errors"]
+    return errors
+
+
+async def test_holdout_that_leaves_too_few_training_rows_422(api: Api) -> None:
+    dataset = await api.iris()
+    body = {**forest(dataset), "evaluation": {"holdout_fraction": 0.99}}
+    [error] = await _refused_for(api, body)
+    assert error["loc"] == ["evaluation", "holdout_fraction"]
+    assert error["msg"] == (
+        "holding out 0.99 of 150 rows leaves 1 training row for 3 classes (each needs one): "
+        "set evaluation.holdout_fraction to at most 0.98, or add rows"
+    )
+
+
+async def test_class_of_a_single_row_422(api: Api) -> None:
+    iris = iris_frame()
+    table = pd.concat([iris.iloc[0:10], iris.iloc[50:60], iris.iloc[100:101]])
+    dataset = await api.upload_frame(table, "one-virginica")
+    [error] = await _refused_for(api, forest(dataset))
+    assert error["loc"] == ["target"]
+    assert error["msg"] == (
+        "class 'virginica' has 1 row; the stratified hold-out split needs at least 2 rows of "
+        "every class (one to train on, one to hold out): add rows of it, remove it from the "
+        "table, or set evaluation.holdout_fraction to 0"
+    )
+    body = {**forest(dataset), "evaluation": {"holdout_fraction": 0}}
+    assert (await api.submit("m", body, wait=True)).status_code == 201
+
+
+async def test_knn_with_more_neighbours_than_rows_422(api: Api) -> None:
+    dataset = await api.iris()
+    body = {
+        **forest(dataset),
+        "ensemble": {
+            "kind": "bagging",
+            "params": {"n_estimators": 5},
+            "estimator": {"kind": "knn", "params": {"n_neighbors": 500}},
+        },
+    }
+    [error] = await _refused_for(api, body)
+    assert error["loc"] == ["ensemble", "estimator", "params", "n_neighbors"]
+    assert error["msg"].startswith("n_neighbors=500, but this knn is fitted on at most 120 rows")
+    assert error["msg"].endswith("set n_neighbors to at most 120")
+
+
+async def test_folds_the_classes_cannot_fill_422(api: Api) -> None:
     frame = pd.DataFrame({"x": [float(i) for i in range(8)], "y": ["a", "b"] * 4})
     dataset = await api.upload_frame(frame, "tiny")
     body = {
@@ -273,16 +331,117 @@ async def test_training_failure_is_a_failed_job_with_a_problem(api: Api) -> None
         "ensemble": {"kind": "random_forest", "params": {"n_estimators": 3}},
         "evaluation": {"holdout_fraction": 0, "cv_folds": 6},
     }
-    response = await api.submit("tiny", body, wait=True)
-    assert response.status_code == 422, response.text
-    problem = response.json()
-    assert problem["code"] == "training_failed"
-    assert "fold" in problem["detail"]
-    job_id = problem["instance"].rsplit("/", 1)[-1]
-    job = await api.job(job_id)
+    [error] = await _refused_for(api, body)
+    assert error["loc"] == ["evaluation", "cv_folds"]
+    assert error["msg"].endswith("set cv_folds to at most 4")
+
+
+async def test_every_problem_with_the_rows_at_once(api: Api) -> None:
+    dataset = await api.iris()
+    body = {
+        **forest(dataset),
+        "ensemble": {
+            "kind": "stacking",
+            "params": {"cv": 5},
+            "estimators": [
+                {"name": "near", "kind": "knn", "params": {"n_neighbors": 100}},
+                {"name": "tree", "kind": "decision_tree"},
+            ],
+        },
+        "evaluation": {"holdout_fraction": 0.5, "cv_folds": 5},
+    }
+    errors = await _refused_for(api, body)
+    assert [e["loc"] for e in errors] == [["ensemble", "estimators", 0, "params", "n_neighbors"]]
+    assert "the 75 training rows left after holding out 75 of 150" in errors[0]["msg"]
+    assert errors[0]["msg"].endswith("set n_neighbors to at most 60")
+
+
+# ------------------------------------------------ failed in training: a 422 problem, or a bug
+
+
+async def test_refusal_of_scikit_learn_in_fit_fails_the_job_with_a_422_problem(api: Api) -> None:
+    """l1_ratio > 0 with the default solver: scikit-learn refuses it only in fit."""
+    dataset = await api.iris()
+    body = {
+        **forest(dataset),
+        "ensemble": {
+            "kind": "bagging",
+            "params": {"n_estimators": 3},
+            "estimator": {"kind": "logistic_regression", "params": {"l1_ratio": 0.5}},
+        },
+    }
+    submitted = await api.submit("l1", body)
+    assert submitted.status_code == 202, submitted.text
+    job = await api.wait_job(submitted.json()["id"])
     assert job["status"] == "failed"
-    assert job["error"]["code"] == "training_failed" and job["error"]["status"] == 422
-    assert (await api.client.get("/v1/models/tiny")).status_code == 404
+    error = job["error"]
+    assert (error["code"], error["status"], error["type"]) == (
+        "training_failed", 422, "/problems/training-failed"
+    )  # fmt: skip
+    assert error["detail"] == (
+        "scikit-learn could not fit this model: "
+        "Solver lbfgs supports only 'l2' or None penalties, got elasticnet penalty."
+    )
+    assert error["errors"] == [
+        {
+            "loc": ["ensemble", "estimator", "params", "solver"],
+            "msg": "Solver lbfgs supports only 'l2' or None penalties, got elasticnet penalty.",
+        }
+    ]
+    waited = await api.submit("l1", body, wait=True)
+    assert waited.status_code == 422, waited.text
+    assert waited.headers["content-type"] == "application/problem+json"
+    problem = waited.json()
+    assert {k: problem[k] for k in error if k != "instance"} == {
+        k: v for k, v in error.items() if k != "instance"
+    }
+    assert problem["instance"].startswith("/v1/jobs/") and "Traceback" not in waited.text
+    assert (await api.client.get("/v1/models/l1")).status_code == 404
+
+
+async def test_bug_while_training_stays_a_500_without_a_trace(app: FastAPI, api: Api) -> None:
+    """A job document that skipped the submit checks (a bug of ours, made for real: the
+    runner trains what the registry holds) fails as "internal", not as the user's."""
+    dataset = await api.iris()
+    accepted = await api.submit("ok", forest(dataset))
+    document = dict(await _document(app, accepted.json()["id"]))
+    document["ensemble"] = {"kind": "random_forest", "params": {"n_estimators": "many"}}
+    registry = app.state.services.registry
+    job = registry.submit_job("bug", document)
+    ended = await api.wait_job(job.id)
+    assert ended["status"] == "failed"
+    error = ended["error"]
+    assert (error["code"], error["status"]) == ("internal", 500)
+    assert error["detail"] == "unexpected error while training (ValueError); it has been logged"
+    assert "many" not in str(error) and "Traceback" not in str(error)
+
+
+async def _document(app: FastAPI, job_id: str) -> dict[str, Any]:
+    job = app.state.services.registry.get_job(job_id)
+    request: dict[str, Any] = job.request
+    return request
+
+
+# ----------------------------------------------------------------------- silent no more
+
+
+async def test_adaboost_that_stops_early_says_so(api: Api) -> None:
+    dataset = await api.iris()
+    body = {
+        **forest(dataset),
+        "ensemble": {
+            "kind": "adaboost",
+            "params": {"n_estimators": 50},
+            "estimator": {"kind": "decision_tree", "params": {"max_depth": None}},
+        },
+    }
+    version = await api.train("ada", body)
+    assert version["spec"]["params"]["n_estimators"] == 50
+    assert version["training"]["n_estimators"] == 1
+    assert version["metrics"]["notes"][0] == (
+        "AdaBoost stopped after 1 of 50 members: member 1 fits the training rows perfectly "
+        "(weighted error 0), so there is nothing left to boost"
+    )
 
 
 async def test_queue_full_429(settings_for: Callable[..., Settings]) -> None:
