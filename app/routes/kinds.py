@@ -14,7 +14,8 @@ from app.schemas.common import problem_responses
 from app.schemas.service import Catalog, ProblemTypeDoc
 from ensembles import NotFoundError, catalog_document
 
-router = APIRouter(tags=["kinds"], route_class=OrjsonRoute)
+# Each route names its tag: a router tag would be added to the problem types' "service".
+router = APIRouter(route_class=OrjsonRoute)
 
 
 @cache
@@ -24,6 +25,7 @@ def _catalog() -> dict[str, Any]:
 
 @router.get(
     "/v1/kinds",
+    tags=["kinds"],
     response_model=Catalog,
     summary="Ensemble and base-learner kinds",
     description="Every ensemble kind and base-learner kind a training spec may name: which "

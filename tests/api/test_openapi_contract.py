@@ -99,3 +99,16 @@ async def test_instances_declare_the_row_limit_of_the_setting(
     records, columnar = instances["anyOf"]
     assert records["maxItems"] == 7
     assert columnar["properties"]["data"]["maxItems"] == 7
+
+
+async def test_every_operation_has_one_tag(api: Api) -> None:
+    """Swagger UI lists an operation once per tag: the problem types were listed twice."""
+    document = (await api.client.get("/openapi.json")).json()
+    tags = {
+        f"{method.upper()} {path}": operation["tags"]
+        for path, item in document["paths"].items()
+        for method, operation in item.items()
+    }
+    assert {op: t for op, t in tags.items() if len(t) != 1} == {}
+    assert tags["GET /problems/{slug}"] == ["service"]
+    assert tags["GET /v1/kinds"] == ["kinds"]
