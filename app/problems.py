@@ -20,6 +20,7 @@ from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
+from app.logs import REQUEST_ID
 from ensembles import EnsembleError, Problem
 
 log = logging.getLogger(__name__)
@@ -204,8 +205,14 @@ def job_error_body(error: Mapping[str, Any] | None) -> dict[str, Any] | None:
 def problem_response(
     body: Mapping[str, Any], headers: Mapping[str, str] | None = None
 ) -> JSONResponse:
+    """The problem as a response; inside a request it carries the request's id, the one
+    its log lines have, for the caller to quote (a 500 says nothing else)."""
+    content = dict(body)
+    request_id = REQUEST_ID.get()
+    if request_id is not None:
+        content.setdefault("request_id", request_id)
     return JSONResponse(
-        dict(body), status_code=int(body["status"]), media_type=PROBLEM_MEDIA_TYPE, headers=headers
+        content, status_code=int(body["status"]), media_type=PROBLEM_MEDIA_TYPE, headers=headers
     )
 
 

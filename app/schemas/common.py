@@ -45,6 +45,11 @@ class ProblemDetails(BaseModel):
     detail: str | None = Field(default=None, description="What happened this time.")
     instance: str | None = Field(default=None, description="The request path it concerns.")
     code: str = Field(description="Stable machine-readable reason (e.g. invalid_spec).")
+    request_id: str | None = Field(
+        default=None,
+        description="The request's id (also in its X-Request-ID header and log lines): "
+        "quote it when reporting a problem.",
+    )
     errors: list[ProblemItem] | None = Field(
         default=None, description="Every problem found, each with its location."
     )

@@ -146,6 +146,7 @@ async def test_unexpected_error_500_has_the_request_id_and_logs_it(
         response = await api.client.get("/v1/models", headers={"X-Request-ID": "req-500"})
     assert response.status_code == 500 and response.headers["x-request-id"] == "req-500"
     assert response.json()["code"] == "internal" and "secret" not in response.text
+    assert response.json()["request_id"] == "req-500"
     errors = [r for r in caplog.records if r.levelno == logging.ERROR]
     assert errors and errors[0].exc_info is not None
     line = json.loads(JsonFormatter().format(errors[0]))
