@@ -4,8 +4,9 @@ The result is a plain scikit-learn object (no classes of this service inside), s
 downloaded artifact loads with joblib and scikit-learn alone.  Numeric columns reach the
 ensemble untouched unless they had missing values at training time (then they are
 median-imputed with a missing-indicator); string and boolean columns are one-hot encoded
-with unknown categories ignored — except for a top-level histogram gradient boosting,
-which gets ordinal codes and uses its native categorical support.
+with unknown categories ignored — except in front of a kind that handles missing values
+and categories natively (histogram gradient boosting, at the top level): it gets every
+numeric column as it is and ordinal codes.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ def build_estimator(spec: EstimatorSpec, task: Task, random_state: int | None) -
     kind = KINDS[spec.kind]
     cls = kind.classes[task]
     params: dict[str, Any] = {**kind.fixed, **spec.params}
-    calibrate = kind.name == "svm" and bool(params.pop("probability", False))
+    calibrate = kind.calibrate_param is not None and bool(params.pop(kind.calibrate_param, False))
     if spec.estimator is not None:
         params["estimator"] = build_estimator(spec.estimator, task, random_state)
     if spec.estimators is not None:
@@ -57,8 +58,8 @@ def build_estimator(spec: EstimatorSpec, task: Task, random_state: int | None) -
         ]
     if spec.final_estimator is not None:
         params["final_estimator"] = build_estimator(spec.final_estimator, task, random_state)
-    if "hidden_layer_sizes" in params:
-        params["hidden_layer_sizes"] = tuple(params["hidden_layer_sizes"])
+    for name in kind.tuple_params & params.keys():
+        params[name] = tuple(params[name])
     if "random_state" in _constructor_params(cls):
         params["random_state"] = random_state
     estimator: BaseEstimator = cls(**params)
@@ -73,15 +74,18 @@ def _constructor_params(cls: type) -> set[str]:
 
 
 def build_preprocessing(
-    features: Sequence[FeatureColumn], *, native_categorical: bool = False
+    features: Sequence[FeatureColumn],
+    *,
+    native_missing: bool = False,
+    native_categorical: bool = False,
 ) -> ColumnTransformer:
     """Column handling in front of the ensemble, fitted together with it."""
     passthrough = [f.name for f in features if f.dtype in NUMERIC_DTYPES and not f.has_missing]
     imputed = [f.name for f in features if f.dtype in NUMERIC_DTYPES and f.has_missing]
     categorical = [f for f in features if f.dtype not in NUMERIC_DTYPES]
     transformers: list[tuple[str, Any, list[str]]] = []
-    if native_categorical:
-        # Histogram gradient boosting takes NaN natively: every numeric column passes.
+    if native_missing:
+        # The ensemble takes NaN itself: every numeric column passes.
         passthrough, imputed = passthrough + imputed, []
     if passthrough:
         transformers.append(("numeric", "passthrough", passthrough))
@@ -114,10 +118,14 @@ def build_pipeline(
     random_state: int | None,
 ) -> Pipeline:
     """``Pipeline([("preprocess", ...), ("ensemble", ...)])`` for a resolved spec."""
-    native = spec.kind == "hist_gradient_boosting"
-    preprocessing = build_preprocessing(features, native_categorical=native)
+    kind = KINDS[spec.kind]
+    preprocessing = build_preprocessing(
+        features,
+        native_missing=kind.native_missing,
+        native_categorical=kind.native_categorical,
+    )
     ensemble = build_estimator(spec, task, random_state)
-    if native:
+    if kind.native_categorical:
         n_ordinal = _ordinal_positions(preprocessing)
         if n_ordinal:
             ensemble.set_params(categorical_features=n_ordinal)

@@ -1,4 +1,4 @@
-"""The kinds: the single source of truth for what users may ask for.
+"""The kinds: the single source of truth for what users may ask for, and how each behaves.
 
 Every ensemble and base-learner kind names its scikit-learn class per task, the
 parameters a user may set (type, default, bounds as data, exported as JSON Schema for
@@ -6,6 +6,12 @@ parameters a user may set (type, default, bounds as data, exported as JSON Schem
 the sub-estimator slots it takes.  Parameters the service owns (``n_jobs``, ``verbose``,
 ``warm_start``, ``random_state``, ``oob_score``) are never listed, so they can never be
 set by a request.
+
+Each kind also carries its traits (as scikit-learn keeps tags next to a class): its
+default members, how its fitted members are walked, the rows they see, what they must
+offer, how it grows, where its OOB figures and score curve come from, and what it handles
+natively.  Validation, building, training and metrics read these traits instead of
+switching on kind names or classes, so a new kind is one entry here (plus its tests).
 """
 
 from __future__ import annotations
@@ -18,9 +24,31 @@ from typing import Any, Literal
 from sklearn import ensemble as sk_ensemble
 from sklearn import linear_model, naive_bayes, neighbors, neural_network, svm, tree
 
+from ensembles.specs import EstimatorSpec
+
 Task = Literal["classification", "regression"]
 TASKS: tuple[Task, ...] = ("classification", "regression")
 Slot = Literal["estimator", "estimators", "final_estimator"]
+
+# How a fitted ensemble's members are walked: ``named`` estimators_ beside their names
+# (voting, stacking); ``bagged`` estimators_ with their feature subsets and drawn rows;
+# ``trees`` estimators_ with their bootstrap rows; ``boosted`` estimators_ predicting raw
+# labels (AdaBoost); ``none``: no member predicts on its own (gradient boosting, bases).
+MemberWalk = Literal["named", "bagged", "trees", "boosted", "none"]
+# The rows each member is fitted on: the ensemble's own (``same``), ``max_samples`` drawn
+# per member (``drawn``), every row reweighted (``weighted``), or stacking's ``cv`` folds
+# for its named members (``folds``; the final estimator sees the ensemble's rows).
+MemberRows = Literal["same", "drawn", "weighted", "folds"]
+# How fitting reports progress: one ``fit``, ``warm_start`` chunks of ``size_param``
+# members (same seeds as one fit), or gradient boosting's per-stage ``monitor`` hook.
+Growth = Literal["once", "warm_start", "monitor"]
+# Where OOB figures come from: the members' own out-of-bag rows (``members``), the same
+# with scikit-learn's ``oob_decision_function_`` / ``oob_prediction_`` for the final value
+# (``forest``), the per-stage ``oob_scores_`` of subsampled boosting (``stages``), none.
+OobSource = Literal["members", "forest", "stages", "none"]
+# Where the score curve comes from: OOB scores as members are added, scores after each
+# boosting stage (``staged_predict``), or none.
+CurveSource = Literal["oob", "stages", "none"]
 
 SERVICE_OWNED_PARAMS = frozenset({"n_jobs", "verbose", "warm_start", "random_state", "oob_score"})
 MAX_N_ESTIMATORS = 5000
@@ -176,8 +204,25 @@ def P(  # noqa: N802
 
 
 @dataclass(frozen=True)
+class MemberNeed:
+    """What the members in one slot must offer, so a spec that cannot fit is refused early.
+
+    ``when`` (parameter, values) limits the need to those parameter values; ``method`` is a
+    method each member must have (None: the parameter's value names it); ``fit_param`` a
+    parameter each member's ``fit`` must take.  ``message`` is formatted with ``member``
+    (the member's kind) and ``method``.
+    """
+
+    slot: Slot
+    message: str
+    when: tuple[str, tuple[Any, ...]] | None = None
+    method: str | None = None
+    fit_param: str | None = None
+
+
+@dataclass(frozen=True)
 class Kind:
-    """One kind a spec may name."""
+    """One kind a spec may name: what a user may set, and the traits the library reads."""
 
     name: str
     family: Literal["ensemble", "base"]
@@ -187,6 +232,27 @@ class Kind:
     fixed: Mapping[str, Any] = field(default_factory=dict)
     slots: tuple[Slot, ...] = ()
     votes: bool = False  # made of voting members (per-request voting override, votes, std)
+    # The parameter choosing hard or soft voting (None: members' probabilities decide).
+    voting_param: str | None = None
+    # The parameter counting the members fitted (None: one fit, or its named members).
+    size_param: str | None = None
+    # Members filled in when a spec leaves a slot empty, per task.
+    default_estimator: Mapping[Task, EstimatorSpec] = field(default_factory=dict)
+    default_final_estimator: Mapping[Task, EstimatorSpec] = field(default_factory=dict)
+    members: MemberWalk = "none"
+    member_rows: MemberRows = "same"
+    member_needs: tuple[MemberNeed, ...] = ()
+    growth: Growth = "once"
+    oob: OobSource = "none"
+    curve: CurveSource = "none"
+    native_missing: bool = False  # takes NaN itself: numeric columns are never imputed
+    native_categorical: bool = False  # takes ordinal codes of categories itself
+    # A boolean parameter that, when true, wraps the estimator in CalibratedClassifierCV
+    # instead of reaching it (svm's probability, deprecated by scikit-learn 1.9).
+    calibrate_param: str | None = None
+    tuple_params: frozenset[str] = frozenset()  # JSON lists scikit-learn wants as tuples
+    # A parameter counting training rows, which must not exceed the rows of its fit.
+    rows_param: str | None = None
 
     @property
     def tasks(self) -> tuple[Task, ...]:
@@ -270,6 +336,24 @@ FOREST_PARAMS: tuple[Param, ...] = (
     ),
 )
 
+TREE = EstimatorSpec(kind="decision_tree")
+BOTH_TASKS_TREE: Mapping[Task, EstimatorSpec] = {"classification": TREE, "regression": TREE}
+SAMPLE_WEIGHTS = MemberNeed(
+    "estimator", "'{member}' cannot weight rows, which AdaBoost needs", fit_param="sample_weight"
+)
+SOFT_VOTING = MemberNeed(
+    "estimators",
+    "'{member}' gives no probabilities, so it cannot take part in soft voting "
+    "(use hard voting, or a probabilistic estimator)",
+    when=("voting", ("soft",)),
+    method="predict_proba",
+)
+STACK_METHOD = MemberNeed(
+    "estimators",
+    "'{member}' has no {method}",
+    when=("stack_method", ("predict_proba", "decision_function")),
+)
+
 BAGGING_ESTIMATOR_PARAMS = (
     P("n_estimators", N_EST, 10, "Number of members."),
     P("bootstrap_features", BOOL, False, "Draw features with replacement."),
@@ -289,6 +373,29 @@ def _bagging(name: str, description: str, fixed: dict[str, Any], extra: tuple[Pa
         fixed=fixed,
         slots=("estimator",),
         votes=True,
+        size_param="n_estimators",
+        default_estimator=BOTH_TASKS_TREE,
+        members="bagged",
+        member_rows="drawn",
+        growth="warm_start",
+        oob="members",
+        curve="oob",
+    )
+
+
+def _forest(name: str, description: str, classes: Mapping[Task, type], bootstrap: bool) -> Kind:
+    return Kind(
+        name,
+        "ensemble",
+        description,
+        classes,
+        params=(*FOREST_PARAMS, P("bootstrap", BOOL, bootstrap, "Bootstrap rows per tree.")),
+        votes=True,
+        size_param="n_estimators",
+        members="trees",
+        growth="warm_start",
+        oob="forest",
+        curve="oob",
     )
 
 
@@ -313,6 +420,9 @@ ENSEMBLE_KINDS: tuple[Kind, ...] = (
         ),
         slots=("estimators",),
         votes=True,
+        voting_param="voting",
+        members="named",
+        member_needs=(SOFT_VOTING,),
     ),
     _bagging(
         "bagging",
@@ -373,6 +483,16 @@ ENSEMBLE_KINDS: tuple[Kind, ...] = (
             ),
         ),
         slots=("estimator",),
+        size_param="n_estimators",
+        # scikit-learn's own defaults: stumps for SAMME, depth-3 trees for AdaBoost.R2.
+        default_estimator={
+            "classification": EstimatorSpec(kind="decision_tree", params={"max_depth": 1}),
+            "regression": EstimatorSpec(kind="decision_tree", params={"max_depth": 3}),
+        },
+        members="boosted",
+        member_rows="weighted",
+        member_needs=(SAMPLE_WEIGHTS,),
+        curve="stages",
     ),
     Kind(
         "gradient_boosting",
@@ -419,6 +539,10 @@ ENSEMBLE_KINDS: tuple[Kind, ...] = (
             ),
             P("tol", NON_NEG, 1e-4, "Early-stopping tolerance."),
         ),
+        size_param="n_estimators",
+        growth="monitor",
+        oob="stages",
+        curve="stages",
     ),
     Kind(
         "hist_gradient_boosting",
@@ -472,28 +596,28 @@ ENSEMBLE_KINDS: tuple[Kind, ...] = (
             P("tol", NON_NEG, 1e-7, "Early-stopping tolerance."),
             CLASS_WEIGHT,
         ),
+        size_param="max_iter",
+        curve="stages",
+        native_missing=True,
+        native_categorical=True,
     ),
-    Kind(
+    _forest(
         "random_forest",
-        "ensemble",
         "Breiman's random forest.",
         {
             "classification": sk_ensemble.RandomForestClassifier,
             "regression": sk_ensemble.RandomForestRegressor,
         },
-        params=(*FOREST_PARAMS, P("bootstrap", BOOL, True, "Bootstrap rows per tree.")),
-        votes=True,
+        bootstrap=True,
     ),
-    Kind(
+    _forest(
         "extra_trees",
-        "ensemble",
         "Extremely randomized trees.",
         {
             "classification": sk_ensemble.ExtraTreesClassifier,
             "regression": sk_ensemble.ExtraTreesRegressor,
         },
-        params=(*FOREST_PARAMS, P("bootstrap", BOOL, False, "Bootstrap rows per tree.")),
-        votes=True,
+        bootstrap=False,
     ),
     Kind(
         "stacking",
@@ -520,6 +644,13 @@ ENSEMBLE_KINDS: tuple[Kind, ...] = (
             ),
         ),
         slots=("estimators", "final_estimator"),
+        default_final_estimator={
+            "classification": EstimatorSpec(kind="logistic_regression"),
+            "regression": EstimatorSpec(kind="ridge"),
+        },
+        members="named",
+        member_rows="folds",
+        member_needs=(STACK_METHOD,),
     ),
 )
 
@@ -610,6 +741,7 @@ BASE_KINDS: tuple[Kind, ...] = (
                 "Distance.",
             ),
         ),
+        rows_param="n_neighbors",
     ),
     Kind(
         "svm",
@@ -629,6 +761,7 @@ BASE_KINDS: tuple[Kind, ...] = (
             P("probability", BOOL, False, "Calibrated probabilities.", tasks=("classification",)),
             CLASS_WEIGHT,
         ),
+        calibrate_param="probability",
     ),
     Kind(
         "gaussian_nb",
@@ -671,6 +804,7 @@ BASE_KINDS: tuple[Kind, ...] = (
             P("momentum", Num(0, 1), 0.9, "SGD momentum."),
             P("shuffle", BOOL, True, "Shuffle each epoch."),
         ),
+        tuple_params=frozenset({"hidden_layer_sizes"}),
     ),
 )
 

@@ -3,7 +3,9 @@
 Voting, the bagging family and forests all combine members that each see (a subset of)
 the preprocessed columns and (a sample of) the training rows.  Metrics (OOB, per-member
 scores, curves) and prediction (votes, hard/soft override, spread) need the same three
-facts about each member, so they are extracted here once.
+facts about each member, so they are extracted here once.  Which estimators have voting
+members, and how to walk them, is the catalog's (``Kind.votes``, ``Kind.members``), looked
+up by the fitted estimator's class.
 """
 
 from __future__ import annotations
@@ -13,28 +15,17 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 from sklearn.base import BaseEstimator
-from sklearn.ensemble import (
-    BaggingClassifier,
-    BaggingRegressor,
-    ExtraTreesClassifier,
-    ExtraTreesRegressor,
-    RandomForestClassifier,
-    RandomForestRegressor,
-    VotingClassifier,
-    VotingRegressor,
-)
+
+from ensembles.catalog import KINDS, MemberWalk
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
 
-_BAGGING = (BaggingClassifier, BaggingRegressor)
-_FORESTS = (
-    RandomForestClassifier,
-    RandomForestRegressor,
-    ExtraTreesClassifier,
-    ExtraTreesRegressor,
-)
-_VOTING = (VotingClassifier, VotingRegressor)
+# The classes of the voting kinds and how their members are walked (kinds sharing a
+# class share its walk: the bagging family).
+_VOTERS: dict[type, MemberWalk] = {
+    cls: kind.members for kind in KINDS.values() if kind.votes for cls in kind.classes.values()
+}
 
 
 @dataclass(frozen=True)
@@ -49,7 +40,7 @@ class Member:
 
 
 def has_members(ensemble: BaseEstimator) -> bool:
-    return isinstance(ensemble, _BAGGING + _FORESTS + _VOTING)
+    return type(ensemble) in _VOTERS
 
 
 def members_of(ensemble: BaseEstimator, *, with_samples: bool = True) -> list[Member]:
@@ -58,7 +49,8 @@ def members_of(ensemble: BaseEstimator, *, with_samples: bool = True) -> list[Me
     ``with_samples=False`` leaves ``samples`` None: scikit-learn re-draws every member's
     in-bag rows to give them (milliseconds for 100 trees), which prediction never needs.
     """
-    if isinstance(ensemble, _VOTING):
+    walk = _VOTERS.get(type(ensemble))
+    if walk == "named":
         names = [name for name, est in ensemble.estimators if est != "drop"]
         weights = ensemble.weights
         kept = (
@@ -70,7 +62,7 @@ def members_of(ensemble: BaseEstimator, *, with_samples: bool = True) -> list[Me
             Member(name, est, None, None, float(kept[i]) if kept else 1.0)
             for i, (name, est) in enumerate(zip(names, ensemble.estimators_, strict=True))
         ]
-    if isinstance(ensemble, _BAGGING):
+    if walk == "bagged":
         drawn = ensemble.estimators_samples_ if with_samples else None
         return [
             Member(
@@ -84,7 +76,7 @@ def members_of(ensemble: BaseEstimator, *, with_samples: bool = True) -> list[Me
                 zip(ensemble.estimators_, ensemble.estimators_features_, strict=True)
             )
         ]
-    if isinstance(ensemble, _FORESTS):
+    if walk == "trees":
         samples = (
             ensemble.estimators_samples_
             if ensemble.bootstrap and with_samples

@@ -15,14 +15,8 @@ import numpy as np
 from numpy.typing import NDArray
 from sklearn import metrics as skm
 from sklearn.base import BaseEstimator
-from sklearn.ensemble import (
-    BaggingClassifier,
-    BaggingRegressor,
-    GradientBoostingClassifier,
-    GradientBoostingRegressor,
-)
 
-from ensembles.catalog import Task
+from ensembles.catalog import MemberWalk, OobSource, Task
 from ensembles.members import (
     FloatArray,
     Member,
@@ -102,20 +96,27 @@ def _roc_auc(y_true: NDArray[Any], proba: FloatArray, labels: list[Any]) -> floa
 
 
 def oob_scores(
-    ensemble: BaseEstimator, Xt: FloatArray, y: NDArray[Any], task: Task, classes: Sequence[Any]
+    ensemble: BaseEstimator,
+    Xt: FloatArray,
+    y: NDArray[Any],
+    task: Task,
+    classes: Sequence[Any],
+    *,
+    source: OobSource,
 ) -> tuple[Scores | None, str | None, list[dict[str, Any]]]:
     """OOB figures (or None and the reason they do not exist) and the OOB score curve.
 
     One pass over the members serves both: each member predicts its out-of-bag rows once,
-    summed in member order exactly as scikit-learn's bagging sums them; forests use
-    scikit-learn's own OOB figures for the final value.
+    summed in member order exactly as scikit-learn's bagging sums them; forests
+    (``source="forest"``) use scikit-learn's own OOB figures for the final value.
     """
-    if isinstance(ensemble, GradientBoostingClassifier | GradientBoostingRegressor):
+    if source == "stages":
         if ensemble.subsample >= 1.0:
             return None, "gradient boosting leaves no rows out (subsample = 1)", []
         losses = [float(v) for v in ensemble.oob_scores_]
         return {"loss": float(ensemble.oob_score_), "loss_curve": losses}, None, []
-    members = [m for m in members_of(ensemble) if m.samples is not None]
+    drawn = members_of(ensemble) if source in ("members", "forest") else []
+    members = [m for m in drawn if m.samples is not None]
     if not members:
         return None, f"{type(ensemble).__name__} leaves no rows out of its members' training", []
     n = len(y)
@@ -141,7 +142,7 @@ def oob_scores(
     if not scored.any():
         return None, "every member was trained on every row (no row is out of bag)", []
     if task == "classification":
-        if hasattr(ensemble, "oob_decision_function_"):  # forests: scikit-learn's own figures
+        if source == "forest":  # scikit-learn's own figures
             proba = np.asarray(ensemble.oob_decision_function_, dtype=np.float64)
             winners = np.argmax(proba, axis=1)
         else:
@@ -150,7 +151,7 @@ def oob_scores(
             winners = np.argmax(sums, axis=1)
         out = score(task, y[scored], _like(y, labels[winners][scored]), proba[scored], classes)
     else:
-        if hasattr(ensemble, "oob_prediction_"):
+        if source == "forest":
             values = np.asarray(ensemble.oob_prediction_, dtype=np.float64)
         else:
             values = sums / np.maximum(counts, 1)
@@ -219,21 +220,22 @@ def member_scores(
     task: Task,
     classes: Sequence[Any],
     basis: str,
+    *,
+    walk: MemberWalk,
 ) -> tuple[list[dict[str, Any]], str | None]:
     """Each named member's own score, or min/mean/max over a homogeneous ensemble's members."""
     metric = primary_metric(task)
     labels = np.asarray(classes, dtype=object)
-    named = getattr(ensemble, "named_estimators_", None)
-    if named is not None and not isinstance(ensemble, BaggingClassifier | BaggingRegressor):
+    if walk == "named":
         out = []
-        for name, est in named.items():
+        for name, est in ensemble.named_estimators_.items():
             if est == "drop":
                 continue
             m = Member(name, est, None, None, 1.0)
             out.append({"name": name, basis: _member_score(m, Xt, y, task, labels)})
         return out, None
     # Homogeneous ensembles can have thousands of members: only the primary metric, in numpy.
-    members = members_of(ensemble)
+    members = members_of(ensemble) if walk in ("bagged", "trees") else []
     if members:
         if task == "regression":
             values = [_primary(task, y, member_values(m, Xt)) for m in members]
@@ -242,9 +244,8 @@ def member_scores(
                 _primary(task, y, _like(y, labels[member_class_indices(m, Xt)])) for m in members
             ]
         return [_spread("members", basis, metric, values)], None
-    boosted = getattr(ensemble, "estimators_", None)
-    if boosted is not None and hasattr(ensemble, "estimator_weights_"):  # AdaBoost: raw labels
-        values = [_primary(task, y, np.asarray(est.predict(Xt))) for est in boosted]
+    if walk == "boosted":  # AdaBoost: members predict raw labels
+        values = [_primary(task, y, np.asarray(est.predict(Xt))) for est in ensemble.estimators_]
         return [_spread("members", basis, metric, values)], None
     return [], f"{type(ensemble).__name__} members are not predictors of their own"
 

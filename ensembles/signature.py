@@ -45,11 +45,12 @@ class ModelSignature:
         return KINDS[self.kind].votes
 
     def accepts_missing(self, column: FeatureColumn) -> bool:
-        """Missing values are fine where the pipeline handles them (imputer, encoder, HGB)."""
+        """Missing values are fine where the pipeline handles them (imputer, encoder, a
+        kind that takes NaN natively)."""
         return (
             column.dtype not in NUMERIC_DTYPES
             or column.has_missing
-            or self.kind == "hist_gradient_boosting"
+            or KINDS[self.kind].native_missing
         )
 
     def as_dict(self) -> dict[str, Any]:

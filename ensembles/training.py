@@ -49,14 +49,7 @@ import pandas as pd
 from numpy.typing import NDArray
 from sklearn.base import BaseEstimator
 from sklearn.calibration import CalibratedClassifierCV
-from sklearn.ensemble import (
-    AdaBoostClassifier,
-    AdaBoostRegressor,
-    BaggingClassifier,
-    BaggingRegressor,
-    GradientBoostingClassifier,
-    GradientBoostingRegressor,
-)
+from sklearn.ensemble import AdaBoostClassifier, AdaBoostRegressor
 from sklearn.model_selection import KFold, StratifiedKFold, train_test_split
 from sklearn.pipeline import Pipeline
 from threadpoolctl import threadpool_limits
@@ -69,11 +62,11 @@ from ensembles.builders import (
     known_categories,
     output_columns,
 )
-from ensembles.catalog import KINDS, Task
+from ensembles.catalog import KINDS, Kind, Task
 from ensembles.compiled import SKLEARN, compile_model
 from ensembles.data import TrainingData
 from ensembles.errors import Location, Problem, TrainingCancelledError, TrainingError
-from ensembles.members import has_members, members_of
+from ensembles.members import members_of
 from ensembles.signature import ModelSignature, Voting
 from ensembles.specs import EstimatorSpec, EvaluationSpec
 
@@ -136,6 +129,7 @@ def train(
     run = _Run(on_progress, cancel)
     started = time.perf_counter()
     task: Task = data.task
+    kind = KINDS[spec.kind]
     notes: list[str] = []
     features = [FeatureColumn(f.name, f.dtype, f.n_missing > 0, f.n_unique) for f in data.features]
     X_train, X_hold, y_train, y_hold = _split(
@@ -151,7 +145,7 @@ def train(
     run.check()
     pipeline = build_pipeline(spec, task, features, random_state)
     with scikit_learn_errors("fit this model", spec, task, ("ensemble",)):
-        Xt = _fit_pipeline(pipeline, X_train, y_train, run)
+        Xt = _fit_pipeline(pipeline, kind, X_train, y_train, run)
     ensemble = pipeline[-1]
     notes += early_stop_notes(ensemble)
     classes = list(pipeline.classes_) if task == "classification" else []
@@ -169,17 +163,19 @@ def train(
     )
     assert Xb is not None and yb is not None
     with scikit_learn_errors("measure this model's members", spec, task, ("ensemble",)):
-        oob, reason, oob_curve = metrics.oob_scores(ensemble, Xt, y_train, task, classes)
+        oob, reason, oob_curve = metrics.oob_scores(
+            ensemble, Xt, y_train, task, classes, source=kind.oob
+        )
         result["oob"] = oob
         if reason:
             notes.append(f"no OOB estimate: {reason}")
         Xbt = np.asarray(pipeline[:-1].transform(Xb))
         result["estimators"], member_note = metrics.member_scores(
-            ensemble, Xbt, yb, task, classes, basis
+            ensemble, Xbt, yb, task, classes, basis, walk=kind.members
         )
         if member_note:
             notes.append(member_note)
-        result["curve"] = _curve(ensemble, oob_curve, Xbt, yb, task, basis, notes)
+        result["curve"] = _curve(kind, ensemble, oob_curve, Xbt, yb, task, basis, notes)
     run.check()
     if evaluation.cv_folds:
         result["cv"] = _cross_validate(
@@ -197,7 +193,7 @@ def train(
         spec.kind,
         tuple(features),
         _classes(classes),
-        _voting(ensemble, spec, task),
+        _voting(ensemble, kind, spec, task),
         known_categories(pipeline[0]),
     )
     return FittedModel(
@@ -205,7 +201,7 @@ def train(
         signature=signature,
         spec=spec,
         metrics=result,
-        feature_importances=feature_importances(pipeline),
+        feature_importances=feature_importances(pipeline, kind),
         training={
             "duration_s": round(time.perf_counter() - started, 3),
             "n_estimators": fitted_estimator_count(ensemble),
@@ -394,24 +390,28 @@ def cv_problems(y: NDArray[Any], task: Task, k: int) -> list[Problem]:
     return problems
 
 
-def _fit_pipeline(pipeline: Pipeline, X: pd.DataFrame, y: NDArray[Any], run: _Run) -> NDArray[Any]:
+def _fit_pipeline(
+    pipeline: Pipeline, kind: Kind, X: pd.DataFrame, y: NDArray[Any], run: _Run
+) -> NDArray[Any]:
     """Fit preprocessing, then the ensemble with progress; returns the preprocessed rows."""
     run.report(0, 1, "preprocessing")
     Xt = np.asarray(pipeline[:-1].fit_transform(X, y))
     with every_core(Xt.size):
-        _fit_ensemble(pipeline[-1], Xt, y, run)
+        _fit_ensemble(pipeline[-1], kind, Xt, y, run)
     return Xt
 
 
-def _fit_ensemble(ensemble: BaseEstimator, Xt: NDArray[Any], y: NDArray[Any], run: _Run) -> None:
-    params = ensemble.get_params(deep=False)
-    total = int(params.get("n_estimators") or 1)
+def _fit_ensemble(
+    ensemble: BaseEstimator, kind: Kind, Xt: NDArray[Any], y: NDArray[Any], run: _Run
+) -> None:
+    size = ensemble.get_params(deep=False).get(kind.size_param) if kind.size_param else None
+    total = int(size or 1)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
-        if isinstance(ensemble, GradientBoostingClassifier | GradientBoostingRegressor):
+        if kind.growth == "monitor":
             _fit_boosting(ensemble, Xt, y, total, run)
-        elif has_members(ensemble) and "warm_start" in params:
-            _fit_in_chunks(ensemble, Xt, y, total, run)
+        elif kind.growth == "warm_start":
+            _fit_in_chunks(ensemble, kind, Xt, y, total, run)
         else:
             run.report(0, 1, "fitting")
             ensemble.fit(Xt, y)
@@ -419,23 +419,24 @@ def _fit_ensemble(ensemble: BaseEstimator, Xt: NDArray[Any], y: NDArray[Any], ru
 
 
 def _fit_in_chunks(
-    ensemble: BaseEstimator, Xt: NDArray[Any], y: NDArray[Any], total: int, run: _Run
+    ensemble: BaseEstimator, kind: Kind, Xt: NDArray[Any], y: NDArray[Any], total: int, run: _Run
 ) -> None:
     """Grow a forest or bagging ensemble chunk by chunk (same seeds as one fit)."""
-    is_bagging = isinstance(ensemble, BaggingClassifier | BaggingRegressor)
-    forest_oob = not is_bagging and bool(ensemble.get_params().get("bootstrap"))
+    assert kind.size_param is not None
+    bagged = kind.members == "bagged"
+    own_oob = kind.oob == "forest" and bool(ensemble.get_params().get("bootstrap"))
     step = max(1, math.ceil(total / CHUNKS))
     seeds: list[NDArray[Any]] = []
     for size in [*range(step, total, step), total]:
         run.check()
         last = size == total
         # Bagging refuses oob_score with warm_start: its OOB is computed in metrics.
-        ensemble.set_params(warm_start=True, n_estimators=size, oob_score=forest_oob and last)
+        ensemble.set_params(warm_start=True, **{kind.size_param: size}, oob_score=own_oob and last)
         ensemble.fit(Xt, y)
-        if is_bagging:
+        if bagged:
             seeds.append(ensemble._seeds)
         run.report(size, total, "fitting")
-    if is_bagging:
+    if bagged:
         # A warm-started bagging keeps only the last chunk's member seeds, from which it
         # derives ``estimators_samples_``; the chunks drew consecutive values of one
         # stream, so their concatenation is exactly the one-shot fit's seed array.
@@ -467,6 +468,7 @@ def _evaluate(
 
 
 def _curve(
+    kind: Kind,
     ensemble: BaseEstimator,
     oob_curve: list[dict[str, Any]],
     Xbt: NDArray[Any],
@@ -477,9 +479,9 @@ def _curve(
 ) -> dict[str, Any] | None:
     """OOB curve for the bagging family and forests, staged scores for boosting."""
     metric = metrics.primary_metric(task)
-    if oob_curve:
+    if kind.curve == "oob" and oob_curve:
         return {"basis": "oob", "metric": metric, "points": oob_curve}
-    points = metrics.staged_curve(ensemble, Xbt, yb, task)
+    points = metrics.staged_curve(ensemble, Xbt, yb, task) if kind.curve == "stages" else []
     if points:
         return {"basis": basis, "metric": metric, "points": points}
     notes.append("no score curve: the ensemble neither leaves rows out of bag nor boosts in stages")
@@ -683,10 +685,10 @@ def _adaboost_stop(ensemble: AdaBoostClassifier | AdaBoostRegressor) -> str | No
     )
 
 
-def feature_importances(pipeline: Pipeline) -> dict[str, float] | None:
+def feature_importances(pipeline: Pipeline, kind: Kind) -> dict[str, float] | None:
     """Importances summed back onto the user's columns, where the estimator has them."""
     ensemble = pipeline[-1]
-    raw = _raw_importances(ensemble)
+    raw = _raw_importances(ensemble, kind)
     if raw is None:
         return None
     columns = output_columns(pipeline[0])
@@ -701,14 +703,14 @@ def feature_importances(pipeline: Pipeline) -> dict[str, float] | None:
     return dict(sorted(out.items(), key=lambda kv: -kv[1]))
 
 
-def _raw_importances(ensemble: BaseEstimator) -> NDArray[np.float64] | None:
+def _raw_importances(ensemble: BaseEstimator, kind: Kind) -> NDArray[np.float64] | None:
     try:
         values = getattr(ensemble, "feature_importances_", None)
     except (AttributeError, ValueError):
         values = None
     if values is not None:
         return np.asarray(values, dtype=np.float64)
-    if isinstance(ensemble, BaggingClassifier | BaggingRegressor):
+    if kind.members == "bagged":  # the mean of members' importances over their subsets
         n = ensemble.n_features_in_
         total = np.zeros(n)
         for member in members_of(ensemble):
@@ -734,11 +736,11 @@ def _classes(classes: list[Any]) -> tuple[Any, ...] | None:
     return tuple(c.item() if hasattr(c, "item") else c for c in classes) or None
 
 
-def _voting(ensemble: BaseEstimator, spec: EstimatorSpec, task: Task) -> Voting | None:
+def _voting(ensemble: BaseEstimator, kind: Kind, spec: EstimatorSpec, task: Task) -> Voting | None:
     """How the fitted model combines its members by default (None: not a voting kind)."""
-    if task != "classification" or not KINDS[spec.kind].votes:
+    if task != "classification" or not kind.votes:
         return None
-    if spec.kind == "voting":
-        return "soft" if spec.params.get("voting") == "soft" else "hard"
+    if kind.voting_param is not None:
+        return "soft" if spec.params.get(kind.voting_param) == "soft" else "hard"
     members = members_of(ensemble)
     return "soft" if members and hasattr(members[0].estimator, "predict_proba") else "hard"

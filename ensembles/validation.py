@@ -24,11 +24,10 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 from sklearn.base import BaseEstimator
-from sklearn.ensemble import BaggingClassifier, BaggingRegressor
 from sklearn.utils.validation import has_fit_parameter
 
 from ensembles.builders import build_estimator
-from ensembles.catalog import KINDS, SERVICE_OWNED_PARAMS, Kind, Task
+from ensembles.catalog import KINDS, SERVICE_OWNED_PARAMS, Kind, MemberNeed, Task
 from ensembles.errors import Location, Problem, SpecError, TrainingError, shown
 from ensembles.specs import EstimatorSpec, EvaluationSpec, NamedEstimatorSpec, SpecLimits
 from ensembles.training import cv_problems, encode_classes, split_rows
@@ -103,12 +102,12 @@ def _resolve(
         if getattr(spec, slot) is not None and slot not in kind.slots:
             problems.append(Problem((*loc, slot), f"'{kind.name}' takes no {slot}"))
     if "estimator" in kind.slots:
-        child = spec.estimator or _default_member(kind, task)
+        child = spec.estimator or kind.default_estimator[task]
         updates["estimator"] = _resolve(
             child, task, (*loc, "estimator"), depth + 1, limits, problems
         )
     if "final_estimator" in kind.slots:
-        child = spec.final_estimator or _default_final(task)
+        child = spec.final_estimator or kind.default_final_estimator[task]
         updates["final_estimator"] = _resolve(
             child, task, (*loc, "final_estimator"), depth + 1, limits, problems
         )
@@ -202,18 +201,6 @@ def _resolve_params(
     return {p.name: given.get(p.name, p.default_for(task)) for p in allowed.values()}
 
 
-def _default_member(kind: Kind, task: Task) -> EstimatorSpec:
-    """Bagging family: a full tree; AdaBoost: scikit-learn's own default stumps/depth-3 trees."""
-    if kind.name == "adaboost":
-        depth = 1 if task == "classification" else 3
-        return EstimatorSpec(kind="decision_tree", params={"max_depth": depth})
-    return EstimatorSpec(kind="decision_tree")
-
-
-def _default_final(task: Task) -> EstimatorSpec:
-    return EstimatorSpec(kind="logistic_regression" if task == "classification" else "ridge")
-
-
 def _check_built(
     spec: EstimatorSpec,
     estimator: BaseEstimator,
@@ -227,34 +214,30 @@ def _check_built(
     members = _built_members(spec, estimator)
     for slot_loc, member_spec, member in members:
         _check_built(member_spec, member, task, (*loc, *slot_loc), problems)
-    if kind.name == "adaboost":
+    for need in kind.member_needs:
         for slot_loc, member_spec, member in members:
-            if not has_fit_parameter(member, "sample_weight"):
-                problems.append(
-                    Problem(
-                        (*loc, *slot_loc, "kind"),
-                        f"'{member_spec.kind}' cannot weight rows, which AdaBoost needs",
-                    )
-                )
-    if task != "classification":
-        return
-    if kind.name == "voting" and spec.params.get("voting") == "soft":
-        for slot_loc, member_spec, member in members:
-            if not hasattr(member, "predict_proba"):
-                problems.append(
-                    Problem(
-                        (*loc, *slot_loc, "kind"),
-                        f"'{member_spec.kind}' gives no probabilities, so it cannot take part in "
-                        "soft voting (use hard voting, or a probabilistic estimator)",
-                    )
-                )
-    method = spec.params.get("stack_method")
-    if kind.name == "stacking" and method in ("predict_proba", "decision_function"):
-        for slot_loc, member_spec, member in members:
-            if slot_loc[0] == "estimators" and not hasattr(member, method):
-                problems.append(
-                    Problem((*loc, *slot_loc, "kind"), f"'{member_spec.kind}' has no {method}")
-                )
+            if slot_loc[0] == need.slot:
+                message = _unmet(need, spec.params, member, member_spec.kind)
+                if message is not None:
+                    problems.append(Problem((*loc, *slot_loc, "kind"), message))
+
+
+def _unmet(
+    need: MemberNeed, params: dict[str, Any], member: BaseEstimator, member_kind: str
+) -> str | None:
+    """Why ``member`` cannot meet ``need`` under these parameters (None: it can)."""
+    value = None
+    if need.when is not None:
+        param, values = need.when
+        value = params.get(param)
+        if value not in values:
+            return None
+    method = need.method or value
+    lacks_method = isinstance(method, str) and not hasattr(member, method)
+    lacks_fit_param = need.fit_param is not None and not has_fit_parameter(member, need.fit_param)
+    if lacks_method or lacks_fit_param:
+        return need.message.format(member=member_kind, method=method)
+    return None
 
 
 def _built_members(
@@ -291,7 +274,7 @@ def fitted_members(spec: EstimatorSpec) -> int:
     kind = KINDS[spec.kind]
     if kind.family == "base":
         return 1
-    n = int(spec.params.get("n_estimators") or spec.params.get("max_iter") or 1)
+    n = int(spec.params.get(kind.size_param) or 1) if kind.size_param else 1
     if spec.estimator is not None:
         return n * fitted_members(spec.estimator)
     if spec.estimators is not None:
@@ -373,14 +356,14 @@ def _rows_problems(
     spec: EstimatorSpec, built: BaseEstimator, task: Task, loc: Location, rows: _Rows
 ) -> list[Problem]:
     kind = KINDS[spec.kind]
-    if kind.name == "knn":
-        return _knn(spec, loc, rows)
+    if kind.rows_param is not None:
+        return _rows_param(spec, kind.rows_param, loc, rows)
     members = _built_members(spec, built)
-    if isinstance(built, BaggingClassifier | BaggingRegressor):
-        return _bagging(spec, built, task, loc, rows, members)
+    if kind.member_rows == "drawn":
+        return _drawn(spec, built, task, loc, rows, members)
     out: list[Problem] = []
     inner_rows = rows
-    if kind.name == "stacking":
+    if kind.member_rows == "folds":
         out += _stacking(spec, task, loc, rows)
         cv = int(spec.params["cv"])
         inner = rows.n - rows.n // cv
@@ -394,30 +377,30 @@ def _rows_problems(
         # AdaBoost's members see every row, reweighted; voting's and stacking's final
         # estimator see the rows the ensemble sees; stacking's members, its folds.
         member_rows = rows
-        if kind.name == "adaboost":
+        if kind.member_rows == "weighted":
             member_rows = replace(rows, weighted=True)
-        elif kind.name == "stacking" and slot_loc[0] == "estimators":
+        elif kind.member_rows == "folds" and slot_loc[0] == "estimators":
             member_rows = inner_rows
         out += _rows_problems(member_spec, member, task, (*loc, *slot_loc), member_rows)
     return out
 
 
-def _knn(spec: EstimatorSpec, loc: Location, rows: _Rows) -> list[Problem]:
-    k = spec.params.get("n_neighbors")
+def _rows_param(spec: EstimatorSpec, name: str, loc: Location, rows: _Rows) -> list[Problem]:
+    k = spec.params.get(name)
     if not isinstance(k, int) or k <= rows.n:
         return []
     return [
         Problem(
-            (*loc, "params", "n_neighbors"),
-            f"n_neighbors={k}, but this knn is fitted on at most {rows.n} rows ({rows.why}): "
-            f"set n_neighbors to at most {rows.n}",
+            (*loc, "params", name),
+            f"{name}={k}, but this {spec.kind} is fitted on at most {rows.n} rows ({rows.why}): "
+            f"set {name} to at most {rows.n}",
         )
     ]
 
 
-def _bagging(
+def _drawn(
     spec: EstimatorSpec,
-    built: BaggingClassifier | BaggingRegressor,
+    built: BaseEstimator,
     task: Task,
     loc: Location,
     rows: _Rows,

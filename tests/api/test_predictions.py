@@ -16,6 +16,7 @@ import pytest_asyncio
 
 from tests.api.conftest import make_settings, started
 from tests.api.support import IRIS_FEATURES, Api, diabetes_frame, iris_frame, locs, records
+from tests.kinds import SPECS, cases, entries
 
 pytestmark = [
     pytest.mark.asyncio(loop_scope="module"),
@@ -23,33 +24,6 @@ pytestmark = [
 ]
 
 DIABETES_FEATURES = [c for c in diabetes_frame().columns if c != "progression"]
-
-
-def _specs(task: str) -> dict[str, dict[str, Any]]:
-    linear = "logistic_regression" if task == "classification" else "ridge"
-    members = [
-        {"name": "lin", "kind": linear},
-        {"name": "tree", "kind": "decision_tree", "params": {"max_depth": 3}},
-        {"name": "knn", "kind": "knn"},
-    ]
-    voting = {"voting": "soft"} if task == "classification" else {}
-    return {
-        "voting": {"kind": "voting", "params": voting, "estimators": members},
-        "bagging": {"kind": "bagging", "params": {"n_estimators": 5}},
-        "pasting": {"kind": "pasting", "params": {"n_estimators": 5}},
-        "random_subspace": {"kind": "random_subspace", "params": {"n_estimators": 5}},
-        "random_patches": {"kind": "random_patches", "params": {"n_estimators": 5}},
-        "adaboost": {"kind": "adaboost", "params": {"n_estimators": 5}},
-        "gradient_boosting": {"kind": "gradient_boosting", "params": {"n_estimators": 10}},
-        "hist_gradient_boosting": {"kind": "hist_gradient_boosting", "params": {"max_iter": 10}},
-        "random_forest": {"kind": "random_forest", "params": {"n_estimators": 8}},
-        "extra_trees": {"kind": "extra_trees", "params": {"n_estimators": 8}},
-        "stacking": {"kind": "stacking", "params": {"cv": 3}, "estimators": members[1:]},
-    }
-
-
-KINDS = list(_specs("classification"))
-CASES = [(task, kind) for task in ("classification", "regression") for kind in KINDS]
 
 
 class Trained:
@@ -60,17 +34,18 @@ class Trained:
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def trained(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Trained]:
-    """Every kind for both tasks, trained once, two jobs at a time."""
+    """Every ensemble kind of the shared table for both tasks, trained once, two jobs at a
+    time."""
     settings = make_settings(tmp_path_factory.mktemp("predictions"), max_concurrent_jobs=2)
     async for _, api in started(settings):
         iris = await api.upload_frame(iris_frame(), "iris")
         diabetes = await api.upload_frame(diabetes_frame(), "diabetes")
         jobs: dict[tuple[str, str], str] = {}
-        for task, kind in CASES:
+        for kind, task in entries("ensemble"):
             body = {
                 "dataset_id": iris if task == "classification" else diabetes,
                 "target": "species" if task == "classification" else "progression",
-                "ensemble": _specs(task)[kind],
+                "ensemble": SPECS[(kind, task)],
                 "random_state": 7,
             }
             response = await api.submit(f"{task[:3]}-{kind}", body)
@@ -90,7 +65,7 @@ async def _stored(api: Api, model: str) -> Any:
     return joblib.load(io.BytesIO(artifact.content))
 
 
-@pytest.mark.parametrize(("task", "kind"), CASES, ids=[f"{t}-{k}" for t, k in CASES])
+@pytest.mark.parametrize(("kind", "task"), cases("ensemble"))
 async def test_predictions_equal_the_stored_model(trained: Trained, task: str, kind: str) -> None:
     api = trained.api
     model = trained.versions[(task, kind)]["model"]

@@ -14,7 +14,7 @@ from sklearn.datasets import load_breast_cancer, load_diabetes, load_iris, load_
 from sklearn.pipeline import Pipeline
 
 from ensembles.builders import FeatureColumn, build_pipeline, known_categories
-from ensembles.catalog import Task
+from ensembles.catalog import KINDS, Task
 from ensembles.errors import PredictionInputError, TooLargeError
 from ensembles.prediction import (
     MAX_PROBLEMS,
@@ -53,14 +53,12 @@ def dataset(name: str) -> tuple[pd.DataFrame, np.ndarray[Any, Any]]:
 
 
 def default_voting(kind: str, task: Task, pipeline: Pipeline) -> Any:
-    ensemble = pipeline[-1]
-    if task == "regression":
+    ensemble, traits = pipeline[-1], KINDS[kind]
+    if task == "regression" or not traits.votes:
         return None
-    if kind == "voting":
-        return ensemble.voting
-    if kind in ("bagging", "pasting", "random_subspace", "random_patches"):
-        return "soft" if hasattr(ensemble.estimators_[0], "predict_proba") else "hard"
-    return "soft" if kind in ("random_forest", "extra_trees") else None
+    if traits.voting_param is not None:
+        return getattr(ensemble, traits.voting_param)
+    return "soft" if hasattr(ensemble.estimators_[0], "predict_proba") else "hard"
 
 
 def dtype_of(series: pd.Series) -> str:

@@ -1,4 +1,6 @@
-"""Training every kind, and fidelity to scikit-learn called directly.
+"""Fidelity to scikit-learn called directly, OOB, chunked training, progress and cancel.
+
+Every kind is trained for each task by ``tests/unit/test_kinds.py``.
 
 The fidelity cases construct each scikit-learn estimator by hand (not through our
 builders) with the parameters and seed the spec names, fit it on the same rows, and
@@ -40,69 +42,6 @@ def fit(
     data = training_data(dataset)
     spec = resolve_ensemble(parse_estimator_spec(raw), data.task)
     return train(data, spec, evaluation, RS, **kw)
-
-
-# One small spec per kind; every kind is trained for each task it supports.
-SMALL: dict[str, dict[str, Any]] = {
-    "voting": {
-        "kind": "voting",
-        "estimators": [
-            {"name": "tree", "kind": "decision_tree", "params": {"max_depth": 3}},
-            {"name": "knn", "kind": "knn"},
-        ],
-    },
-    "bagging": {"kind": "bagging", "params": {"n_estimators": 8}},
-    "pasting": {"kind": "pasting", "params": {"n_estimators": 8}},
-    "random_subspace": {"kind": "random_subspace", "params": {"n_estimators": 8}},
-    "random_patches": {"kind": "random_patches", "params": {"n_estimators": 8}},
-    "adaboost": {"kind": "adaboost", "params": {"n_estimators": 10}},
-    "gradient_boosting": {
-        "kind": "gradient_boosting",
-        "params": {"n_estimators": 15, "subsample": 0.8},
-    },
-    "hist_gradient_boosting": {"kind": "hist_gradient_boosting", "params": {"max_iter": 15}},
-    "random_forest": {"kind": "random_forest", "params": {"n_estimators": 12}},
-    "extra_trees": {"kind": "extra_trees", "params": {"n_estimators": 12, "bootstrap": True}},
-    "stacking": {
-        "kind": "stacking",
-        "params": {"cv": 3},
-        "estimators": [
-            {"name": "tree", "kind": "decision_tree", "params": {"max_depth": 3}},
-            {"name": "knn", "kind": "knn"},
-        ],
-    },
-}
-DATASET = {"classification": "wine", "regression": "diabetes"}
-CASES = [
-    pytest.param(kind.name, task, id=f"{kind.name}-{task}")
-    for kind in ENSEMBLE_KINDS
-    for task in kind.tasks
-]
-
-
-def test_every_ensemble_kind_has_a_case() -> None:
-    assert set(SMALL) == {k.name for k in ENSEMBLE_KINDS}
-
-
-@pytest.mark.parametrize(("kind", "task"), CASES)
-def test_every_kind_trains_predicts_and_is_deterministic(kind: str, task: str) -> None:
-    data = training_data(DATASET[task])
-    evaluation = EvaluationSpec(holdout_fraction=0.25, cv_folds=0)
-    first = fit(DATASET[task], SMALL[kind], evaluation)
-    second = fit(DATASET[task], SMALL[kind], evaluation)
-    pred = first.pipeline.predict(data.X)
-    assert pred.shape == (len(data.y),)
-    np.testing.assert_array_equal(pred, second.pipeline.predict(data.X))
-    assert first.signature.task == task
-    holdout = first.metrics["holdout"]
-    assert holdout["n"] == round(len(data.y) * 0.25) or abs(holdout["n"] - len(data.y) * 0.25) < 1
-    if task == "classification":
-        assert first.signature.classes == data.classes
-        assert holdout["accuracy"] > 0.5
-        assert len(holdout["confusion_matrix"]) == len(data.classes or ())
-    else:
-        assert holdout["r2"] is not None and holdout["r2"] > 0.0
-    assert first.metrics == second.metrics
 
 
 # --- fidelity ------------------------------------------------------------------------
