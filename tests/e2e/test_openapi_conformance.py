@@ -13,10 +13,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from tests.api.support import forest, iris_csv
@@ -59,13 +61,24 @@ def _seed_data(server: Server, headers: dict[str, str]) -> None:
         files = {"file": ("iris.csv", iris_csv().encode(), "text/csv")}
         upload = client.post("/v1/datasets", files=files, data={"name": "iris"})
         assert upload.status_code == 201, upload.text
-        for _ in range(3):
-            trained = client.post(
-                "/v1/models/iris-clf/versions?wait=true", json=forest(upload.json()["id"], 5)
+        for _ in range(3):  # polled: the server's waits end after 2 s, a loaded CI takes more
+            submitted = client.post(
+                "/v1/models/iris-clf/versions", json=forest(upload.json()["id"], 5)
             )
-            assert trained.status_code == 201, trained.text
+            assert submitted.status_code == 202, submitted.text
+            job = _finished(client, submitted.json()["id"])
+            assert job["status"] == "succeeded", job
         alias = client.put("/v1/models/iris-clf/aliases/production", json={"version": 2})
         assert alias.status_code == 200, alias.text
+
+
+def _finished(client: httpx.Client, job_id: str, timeout_s: float = 120.0) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        job: dict[str, Any] = client.get(f"/v1/jobs/{job_id}").json()
+        if job["status"] in ("succeeded", "failed", "cancelled") or time.monotonic() > deadline:
+            return job
+        time.sleep(0.1)
 
 
 def _run_schemathesis(server: Server, report_dir: Path, headers: dict[str, str]) -> dict[str, Any]:
