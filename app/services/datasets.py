@@ -9,8 +9,8 @@ from starlette.requests import Request
 
 from app.bodies import parse_json
 from app.problems import InvalidRequestError, UnsupportedMediaTypeError, count_text
-from app.services import in_thread
 from app.settings import Settings
+from app.threads import in_thread
 from ensembles import (
     Problem,
     Table,
@@ -20,12 +20,12 @@ from ensembles import (
     table_from_rows,
     table_to_parquet,
 )
-from ensembles.registry import DatasetRecord, SqlRegistry
+from ensembles.registry import DatasetRecord, Registry
 
 _JSON_KEYS = frozenset({"name", "columns", "rows", "records"})
 
 
-async def upload(request: Request, registry: SqlRegistry, settings: Settings) -> DatasetRecord:
+async def upload(request: Request, registry: Registry, settings: Settings) -> DatasetRecord:
     """Parse the body by its media type, then store the table (parsing runs in a thread)."""
     media = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if media == "multipart/form-data":
@@ -111,7 +111,7 @@ def _json_table(body: bytes, settings: Settings) -> tuple[str | None, Table]:
     return name, table
 
 
-def _store(registry: SqlRegistry, name: str | None, table: Table) -> DatasetRecord:
+def _store(registry: Registry, name: str | None, table: Table) -> DatasetRecord:
     return registry.create_dataset(
         name=name,
         parquet=table_to_parquet(table),

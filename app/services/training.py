@@ -20,12 +20,11 @@ from pydantic import TypeAdapter, ValidationError
 
 from app.problems import InvalidRequestError, count_text
 from app.schemas.training import TrainingRequest
-from app.services import in_thread
 from app.settings import Settings
+from app.threads import in_thread
 from ensembles import (
     DataError,
     EstimatorSpec,
-    EvaluationSpec,
     NotFoundError,
     Problem,
     SpecError,
@@ -38,7 +37,8 @@ from ensembles import (
     select_training_data,
 )
 from ensembles.catalog import Task
-from ensembles.registry import DatasetRecord, SqlRegistry
+from ensembles.registry import DatasetRecord, Registry
+from ensembles.registry.documents import DatasetRef, JobDocument
 from ensembles.specs import MAX_RANDOM_STATE
 
 TASKS: tuple[Task, ...] = ("classification", "regression")
@@ -83,13 +83,13 @@ def _check_fields(raw: dict[str, Any]) -> _Fields:
 
 
 def _load_training_data(
-    registry: SqlRegistry, record: DatasetRecord, values: dict[str, Any]
+    registry: Registry, record: DatasetRecord, values: dict[str, Any]
 ) -> TrainingData:
     table = load_table(registry, record.id)
     return select_training_data(table, values["target"], values["features"], values["task"])
 
 
-def load_table(registry: SqlRegistry, dataset_id: str) -> Table:
+def load_table(registry: Registry, dataset_id: str) -> Table:
     """The stored canonical table (verified bytes), parsed back into a Table."""
     parquet = registry.read_dataset_parquet(dataset_id)
     return read_table(parquet, filename=f"{dataset_id}.parquet")
@@ -116,8 +116,8 @@ def _resolve(
 
 
 async def prepare_job(
-    registry: SqlRegistry, settings: Settings, model: str, raw: object
-) -> dict[str, Any]:
+    registry: Registry, settings: Settings, model: str, raw: object
+) -> JobDocument:
     """Check the whole request; return the job document or raise SpecError with every problem."""
     if not isinstance(raw, dict):
         raise InvalidRequestError(
@@ -168,20 +168,18 @@ def _job_document(
     record: DatasetRecord,
     data: TrainingData,
     spec: EstimatorSpec,
-) -> dict[str, Any]:
-    random_state = values["random_state"]
-    evaluation: EvaluationSpec = values["evaluation"]
-    return {
-        "model": model,
-        "dataset": {"id": record.id, "sha256": record.sha256, "n_rows": record.n_rows},
-        "target": values["target"],
-        "features": [f.name for f in data.features],
-        "task": data.task,
-        "task_inferred": data.task_inferred,
-        "kind": spec.kind,
-        "ensemble": spec.model_dump(mode="json", exclude_none=True),
-        "evaluation": evaluation.model_dump(mode="json"),
-        "random_state": random_state,
-        "description": values["description"],
-        "tags": values["tags"],
-    }
+) -> JobDocument:
+    return JobDocument(
+        model=model,
+        dataset=DatasetRef(id=record.id, sha256=record.sha256, n_rows=record.n_rows),
+        target=values["target"],
+        features=[f.name for f in data.features],
+        task=data.task,
+        task_inferred=data.task_inferred,
+        kind=spec.kind,
+        ensemble=spec,
+        evaluation=values["evaluation"],
+        random_state=values["random_state"],
+        description=values["description"],
+        tags=values["tags"],
+    )
