@@ -174,9 +174,7 @@ def train(
         if reason:
             notes.append(f"no OOB estimate: {reason}")
         Xbt = np.asarray(pipeline[:-1].transform(Xb))
-        members, member_note = metrics.member_scores(
-            ensemble, Xbt, yb, task, classes, basis
-        )
+        members, member_note = metrics.member_scores(ensemble, Xbt, yb, task, classes, basis)
         if member_note:
             notes.append(member_note)
         curve = _curve(ensemble, oob_curve, Xbt, yb, task, basis, notes)

@@ -18,8 +18,8 @@ import pytest
 from fastapi import FastAPI
 
 from app import worker
-from app.threads import in_thread
 from app.services.training import prepare_job
+from app.threads import in_thread
 from ensembles import compiled as compiled_module
 from tests.api.support import IRIS_FEATURES, Api, forest, iris_frame, records
 
