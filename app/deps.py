@@ -1,14 +1,14 @@
-"""Dependencies: the collaborators the lifespan put on ``app.state``, and access checks.
+"""FastAPI's side of the collaborators on ``app.state``, and the access checks.
 
-Handlers take ``RegistryDep``, ``SettingsDep``, ... so they read like prose and tests
-can build an app around any settings.
+Handlers take ``RegistryDep``, ``SettingsDep``, ... (the part of
+:class:`app.services.container.Services` they use) so they read like prose and tests can
+build an app around any settings. Nothing but routes imports this module.
 """
 
 from __future__ import annotations
 
 import hmac
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
 from typing import Annotated, Any, Final
 
 from fastapi import Depends, Request
@@ -17,20 +17,9 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from app.jobs import JobRunner
 from app.metrics import Metrics
 from app.problems import ForbiddenError, UnauthenticatedError
+from app.services.container import Services
 from app.settings import ROLES, Role, Settings
-from ensembles.registry import ModelCache, SqlRegistry
-
-
-@dataclass
-class Services:
-    """Everything a request may need, built once per app by the lifespan."""
-
-    settings: Settings
-    registry: SqlRegistry
-    cache: ModelCache
-    runner: JobRunner
-    metrics: Metrics
-
+from ensembles.registry import ModelCache, Registry
 
 # The getters are coroutines although they never wait: FastAPI runs a plain ``def``
 # dependency in a worker thread, a hand-off that cost a one-row prediction ~0.1 ms.
@@ -54,7 +43,7 @@ async def get_settings(request: Request) -> Settings:
     return settings_of(request)
 
 
-async def get_registry(request: Request) -> SqlRegistry:
+async def get_registry(request: Request) -> Registry:
     return services_of(request).registry
 
 
@@ -66,11 +55,16 @@ async def get_cache(request: Request) -> ModelCache:
     return services_of(request).cache
 
 
+async def get_metrics(request: Request) -> Metrics:
+    return services_of(request).metrics
+
+
 ServicesDep = Annotated[Services, Depends(get_services)]
 SettingsDep = Annotated[Settings, Depends(get_settings)]
-RegistryDep = Annotated[SqlRegistry, Depends(get_registry)]
+RegistryDep = Annotated[Registry, Depends(get_registry)]
 RunnerDep = Annotated[JobRunner, Depends(get_runner)]
 CacheDep = Annotated[ModelCache, Depends(get_cache)]
+MetricsDep = Annotated[Metrics, Depends(get_metrics)]
 
 _bearer = HTTPBearer(auto_error=False, description="An API key (ENSEMBLE_API_KEYS).")
 BearerDep = Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]

@@ -33,15 +33,16 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Final, Literal
 
 from app.metrics import Metrics
-from app.services import in_thread
 from app.settings import Settings
+from app.threads import in_thread
 from app.worker import WorkerConfig, run_job
 from ensembles import Problem
 from ensembles.errors import ConflictError, NotFoundError, QueueFullError, StorageError
-from ensembles.registry import JobRecord, SqlRegistry, job_problem
+from ensembles.registry import JobRecord, Registry, job_problem
+from ensembles.registry.documents import JobDocument
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +78,7 @@ class JobRunner:
     """Queue and supervise training worker processes; every method runs on the event loop."""
 
     def __init__(
-        self, registry: SqlRegistry, settings: Settings, metrics: Metrics | None = None
+        self, registry: Registry, settings: Settings, metrics: Metrics | None = None
     ) -> None:
         self.registry = registry
         self.settings = settings
@@ -187,7 +188,7 @@ class JobRunner:
 
     # ------------------------------------------------------------------ submitting
 
-    async def submit(self, model: str, document: dict[str, Any]) -> JobRecord:
+    async def submit(self, model: str, document: JobDocument) -> JobRecord:
         """Queue a job (reserving its version); QueueFullError (429) when the service
         already has ``max_concurrent_jobs + max_queued_jobs`` jobs open."""
         settings = self.settings
@@ -195,7 +196,7 @@ class JobRunner:
             job = await in_thread(
                 self.registry.submit_job,
                 model,
-                document,
+                document.to_json(),
                 max_open=settings.max_concurrent_jobs + settings.max_queued_jobs,
             )
         except QueueFullError as exc:
@@ -447,15 +448,3 @@ def _death(exitcode: int | None) -> str:
         hint = " (often: it ran out of memory)" if name == "SIGKILL" else ""
         return f"the training process was killed by {name}{hint}"
     return f"the training process exited with code {exitcode} before recording a result"
-
-
-def job_view(job: JobRecord) -> dict[str, Any]:
-    """The fields of the stored job document that the job resource shows."""
-    request = job.request
-    dataset = request.get("dataset")
-    return {
-        "task": request.get("task"),
-        "kind": request.get("kind"),
-        "dataset_id": dataset.get("id") if isinstance(dataset, dict) else None,
-        "random_state": request.get("random_state"),
-    }

@@ -25,7 +25,7 @@ from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
 import app as app_package
-from app.deps import Services, require_unless
+from app.deps import require_unless
 from app.docs import add_doc_pages
 from app.jobs import JobRunner
 from app.metrics import Metrics
@@ -45,8 +45,9 @@ from app.schemas.common import ProblemDetails
 from app.schemas.datasets import DatasetRecordsIn, DatasetRowsIn, DatasetUploadForm
 from app.schemas.predictions import PredictRequest
 from app.schemas.training import TrainingRequest
-from app.services import in_thread
+from app.services.container import Services
 from app.settings import Settings
+from app.threads import in_thread
 from ensembles.registry import ModelCache, SqlRegistry
 
 log = logging.getLogger("app")

@@ -25,8 +25,6 @@ from typing import Any, Literal
 from app.logs import configure_logging
 from ensembles import (
     EnsembleError,
-    EstimatorSpec,
-    EvaluationSpec,
     FittedModel,
     TrainingCancelledError,
     TrainingData,
@@ -35,7 +33,8 @@ from ensembles import (
     train,
 )
 from ensembles.errors import ConflictError, NotFoundError, StorageError
-from ensembles.registry import SqlRegistry, job_problem
+from ensembles.registry import Registry, SqlRegistry, job_problem
+from ensembles.registry.documents import JobDocument, VersionMetadata
 
 log = logging.getLogger("app.worker")
 
@@ -105,7 +104,7 @@ def _watch_server(server_alive: Connection, gone: threading.Event) -> None:
 class _Progress:
     """Writes progress at most every PROGRESS_INTERVAL_S, and at every change of stage."""
 
-    def __init__(self, registry: SqlRegistry, job_id: str) -> None:
+    def __init__(self, registry: Registry, job_id: str) -> None:
         self.registry, self.job_id = registry, job_id
         self.last, self.stage = 0.0, ""
 
@@ -123,7 +122,7 @@ class _Progress:
 class _Cancel:
     """A cancel token that reads the job's flag at most every CANCEL_POLL_S."""
 
-    def __init__(self, registry: SqlRegistry, job_id: str, parent_gone: threading.Event) -> None:
+    def __init__(self, registry: Registry, job_id: str, parent_gone: threading.Event) -> None:
         self.registry, self.job_id, self.parent_gone = registry, job_id, parent_gone
         self.last, self.set = 0.0, False
 
@@ -141,23 +140,23 @@ class _Cancel:
         return self.set
 
 
-def _run(registry: SqlRegistry, job_id: str, parent_gone: threading.Event) -> None:
+def _run(registry: Registry, job_id: str, parent_gone: threading.Event) -> None:
     job = registry.get_job(job_id)
     if job.status != "running":
         return
-    document: dict[str, Any] = job.request
     try:
+        document = JobDocument.of(job)
         data = _training_data(registry, document)
         fitted = train(
             data,
-            EstimatorSpec.model_validate(document["ensemble"]),
-            EvaluationSpec.model_validate(document["evaluation"]),
-            int(document["random_state"]),
+            document.ensemble,
+            document.evaluation,
+            document.random_state,
             on_progress=_Progress(registry, job_id),
             cancel=_Cancel(registry, job_id, parent_gone),
         )
         registry.publish_version(
-            job_id, fitted.pipeline, version_metadata(job_id, document, data, fitted)
+            job_id, fitted.pipeline, version_metadata(job_id, document, data, fitted).to_json()
         )
     except TrainingCancelledError:
         _finish(registry, job_id, "cancelled", None)
@@ -178,15 +177,13 @@ def _run(registry: SqlRegistry, job_id: str, parent_gone: threading.Event) -> No
         _finish(registry, job_id, "failed", job_problem("internal", "Training failed", detail))
 
 
-def _training_data(registry: SqlRegistry, document: dict[str, Any]) -> TrainingData:
-    dataset_id = str(document["dataset"]["id"])
+def _training_data(registry: Registry, document: JobDocument) -> TrainingData:
+    dataset_id = document.dataset.id
     table = read_table(registry.read_dataset_parquet(dataset_id), filename=f"{dataset_id}.parquet")
-    return select_training_data(table, document["target"], document["features"], document["task"])
+    return select_training_data(table, document.target, document.features, document.task)
 
 
-def _finish(
-    registry: SqlRegistry, job_id: str, status: Any, error: dict[str, object] | None
-) -> None:
+def _finish(registry: Registry, job_id: str, status: Any, error: dict[str, object] | None) -> None:
     with contextlib.suppress(ConflictError):  # already ended: by publish_version, or the server
         registry.finish_job(job_id, status, error)
 
@@ -215,30 +212,33 @@ def library_versions() -> dict[str, str]:
 
 
 def version_metadata(
-    job_id: str, document: dict[str, Any], data: TrainingData, fitted: FittedModel
-) -> dict[str, object]:
-    """The version document the API serves (the registry adds sha256 and size)."""
+    job_id: str, document: JobDocument, data: TrainingData, fitted: FittedModel
+) -> VersionMetadata:
+    """The version document the API serves (the registry adds sha256 and size).
+
+    Numpy scalars become Python numbers, and NaN or infinities None, before it is typed.
+    """
     signature = fitted.signature
     training = {
         **fitted.training,
-        "evaluation": document["evaluation"],
-        "task_inferred": document.get("task_inferred", data.task_inferred),
+        "evaluation": document.evaluation.model_dump(mode="json"),
+        "task_inferred": document.task_inferred,
     }
-    metadata: dict[str, object] = plain(
+    fields = plain(
         {
             "task": data.task,
             "kind": fitted.spec.kind,
             "spec": fitted.spec.model_dump(mode="json", exclude_none=True),
-            "dataset": document["dataset"],
-            "target": document["target"],
+            "dataset": document.dataset.model_dump(mode="json"),
+            "target": document.target,
             "features": [{"name": f.name, "dtype": f.dtype} for f in data.features],
             "classes": None if signature.classes is None else list(signature.classes),
-            "metrics": fitted.metrics,
+            "metrics": fitted.metrics.model_dump(),
             "feature_importances": fitted.feature_importances,
             "training": training,
             "artifact": {"format": "joblib", "library_versions": library_versions()},
-            "description": document.get("description"),
-            "tags": document.get("tags") or {},
+            "description": document.description,
+            "tags": document.tags,
             "job_id": job_id,
             "signature": signature.as_dict(),
             # Which engine serves the version (chosen once, here) and, if scikit-learn,
@@ -246,4 +246,4 @@ def version_metadata(
             "inference": fitted.inference,
         }
     )
-    return metadata
+    return VersionMetadata.model_validate(fields)

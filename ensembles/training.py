@@ -67,6 +67,7 @@ from ensembles.compiled import SKLEARN, compile_model
 from ensembles.data import TrainingData
 from ensembles.errors import Location, Problem, TrainingCancelledError, TrainingError
 from ensembles.members import members_of
+from ensembles.reports import Metrics
 from ensembles.signature import ModelSignature, Voting
 from ensembles.specs import EstimatorSpec, EvaluationSpec
 
@@ -90,7 +91,7 @@ class FittedModel:
     pipeline: Pipeline
     signature: ModelSignature
     spec: EstimatorSpec
-    metrics: dict[str, Any]
+    metrics: Metrics
     feature_importances: dict[str, float] | None
     training: dict[str, Any] = field(default_factory=dict)
     # How the version is served: the compiled engine's fidelity verdict (engine, or the
@@ -150,12 +151,12 @@ def train(
     notes += early_stop_notes(ensemble)
     classes = list(pipeline.classes_) if task == "classification" else []
     run.report(0, 1, "evaluating")
-    result: dict[str, Any] = {"oob": None, "holdout": None, "cv": None}
+    holdout: metrics.Scores | None = None
     with scikit_learn_errors("score this model on its training rows", spec, task, ("ensemble",)):
-        result["train"] = _evaluate(pipeline, X_train, y_train, task, classes)
+        on_train = _evaluate(pipeline, X_train, y_train, task, classes)
     if X_hold is not None and y_hold is not None:
         with scikit_learn_errors("score this model on the hold-out rows", spec, task, HOLDOUT):
-            result["holdout"] = _evaluate(pipeline, X_hold, y_hold, task, classes)
+            holdout = _evaluate(pipeline, X_hold, y_hold, task, classes)
     else:
         notes.append("no hold-out set (holdout_fraction = 0)")
     basis, Xb, yb = (
@@ -166,24 +167,23 @@ def train(
         oob, reason, oob_curve = metrics.oob_scores(
             ensemble, Xt, y_train, task, classes, source=kind.oob
         )
-        result["oob"] = oob
         if reason:
             notes.append(f"no OOB estimate: {reason}")
         Xbt = np.asarray(pipeline[:-1].transform(Xb))
-        result["estimators"], member_note = metrics.member_scores(
+        members, member_note = metrics.member_scores(
             ensemble, Xbt, yb, task, classes, basis, walk=kind.members
         )
         if member_note:
             notes.append(member_note)
-        result["curve"] = _curve(kind, ensemble, oob_curve, Xbt, yb, task, basis, notes)
+        curve = _curve(kind, ensemble, oob_curve, Xbt, yb, task, basis, notes)
     run.check()
+    cv: metrics.Scores | None = None
     if evaluation.cv_folds:
-        result["cv"] = _cross_validate(
+        cv = _cross_validate(
             data, spec, features, X_train, y_train, evaluation, random_state, run, notes
         )
     else:
         notes.append("no cross-validation (cv_folds = 0)")
-    result["notes"] = notes
     inference = (
         _inference(pipeline, task, X_train, random_state, run) if compile_inference else None
     )
@@ -200,7 +200,15 @@ def train(
         pipeline=pipeline,
         signature=signature,
         spec=spec,
-        metrics=result,
+        metrics=Metrics(
+            oob=oob,
+            holdout=holdout,
+            cv=cv,
+            train=on_train,
+            estimators=members,
+            curve=curve,
+            notes=notes,
+        ),
         feature_importances=feature_importances(pipeline, kind),
         training={
             "duration_s": round(time.perf_counter() - started, 3),

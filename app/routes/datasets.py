@@ -12,7 +12,7 @@ from app.deps import ADMIN, READ, TRAIN, RegistryDep, SettingsDep
 from app.schemas.common import problem_responses
 from app.schemas.datasets import DatasetOut, upload_openapi
 from app.services import datasets as service
-from app.services import in_thread
+from app.threads import in_thread
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"], route_class=OrjsonRoute)
 

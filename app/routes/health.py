@@ -6,11 +6,11 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
 from app.bodies import OrjsonRoute
-from app.deps import ServicesDep, open_unless
+from app.deps import MetricsDep, RegistryDep, RunnerDep, open_unless
 from app.problems import problem_body, problem_response
 from app.schemas.common import problem_responses
 from app.schemas.service import Health, Readiness
-from app.services import in_thread
+from app.threads import in_thread
 
 router = APIRouter(tags=["service"], route_class=OrjsonRoute)
 
@@ -40,9 +40,9 @@ async def healthz() -> Health:
     "usable; else 503 naming each failing check in `checks` and in `detail`.",
     responses=problem_responses(503, auth=False),
 )
-async def readyz(services: ServicesDep) -> Response:
-    checks = await in_thread(services.registry.check)
-    checks["job_runner"] = services.runner.readiness()
+async def readyz(registry: RegistryDep, runner: RunnerDep) -> Response:
+    checks = await in_thread(registry.check)
+    checks["job_runner"] = runner.readiness()
     failing = {name: reason for name, reason in checks.items() if reason != "ok"}
     if failing:
         detail = "not ready: " + "; ".join(f"{name}: {reason}" for name, reason in failing.items())
@@ -68,7 +68,7 @@ async def readyz(services: ServicesDep) -> Response:
         **problem_responses(),
     },
 )
-async def metrics(request: Request, services: ServicesDep) -> Response:
+async def metrics(request: Request, collected: MetricsDep) -> Response:
     accept = request.headers.get("accept")
-    content, media_type = await in_thread(services.metrics.exposition, accept)
+    content, media_type = await in_thread(collected.exposition, accept)
     return Response(content, media_type=media_type)

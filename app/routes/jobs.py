@@ -14,9 +14,9 @@ from app.routes import ModelName
 from app.schemas.common import problem_responses
 from app.schemas.models import VersionOut
 from app.schemas.training import FOREST_EXAMPLE, TRAINING_EXAMPLE, JobOut, JobStatus
-from app.services import in_thread
 from app.services.training import prepare_job
 from app.services.views import job_out, version_out
+from app.threads import in_thread
 from ensembles.registry import JobRecord
 
 router = APIRouter(tags=["jobs"], route_class=OrjsonRoute)

@@ -10,8 +10,8 @@ from app.problems import InvalidRequestError
 from app.routes import AliasName, ModelName, VersionNumber, VersionRef
 from app.schemas.common import problem_responses
 from app.schemas.models import AliasIn, AliasOut, ModelOut, VersionOut
-from app.services import in_thread
 from app.services.views import version_out
+from app.threads import in_thread
 from ensembles import Problem
 from ensembles.registry import LATEST
 

@@ -3,14 +3,22 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, WithJsonSchema
 
 from ensembles.registry import DatasetRecord
 
 _FILE_TYPES = "text/csv, application/vnd.apache.parquet, application/x-ndjson"
 Scalar = str | int | float | bool | None
+
+
+# Rows and records are lists whose items ensembles.data checks (every bad row or cell
+# named by row and column, after the table's own limits), documented as what they hold:
+# parsed cell by cell here, a bad value would be one problem per member of ``Scalar``, for
+# every bad cell of a table that may have millions.
+_Rows = Annotated[list[Any], WithJsonSchema(TypeAdapter(list[list[Scalar]]).json_schema())]
+_Records = Annotated[list[Any], WithJsonSchema(TypeAdapter(list[dict[str, Scalar]]).json_schema())]
 
 _CREATED = "2026-11-21T12:00:00Z"
 ROWS_EXAMPLE: dict[str, Any] = {
@@ -87,6 +95,10 @@ class DatasetOut(BaseModel):
         )
 
 
+# DatasetRowsIn and DatasetRecordsIn parse the JSON upload (app.services.datasets); the
+# rows' contents are the table's to check (ensembles.data). Docstrings are the OpenAPI text.
+
+
 class DatasetRowsIn(BaseModel):
     """A table as column names and rows of values (``null`` is missing)."""
 
@@ -97,7 +109,7 @@ class DatasetRowsIn(BaseModel):
 
     name: str | None = Field(default=None, max_length=256, description="Optional name.")
     columns: list[str] = Field(description="Column names, unique.")
-    rows: list[list[Scalar]] = Field(description="Rows, one value per column.")
+    rows: _Rows = Field(description="Rows, one value per column.")
 
 
 class DatasetRecordsIn(BaseModel):
@@ -109,7 +121,7 @@ class DatasetRecordsIn(BaseModel):
     )
 
     name: str | None = Field(default=None, max_length=256, description="Optional name.")
-    records: list[dict[str, Scalar]] = Field(description="One object per row.")
+    records: _Records = Field(description="One object per row.")
 
 
 class DatasetUploadForm(BaseModel):

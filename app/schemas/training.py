@@ -42,8 +42,12 @@ FOREST_EXAMPLE: dict[str, Any] = {
 class TrainingRequest(BaseModel):
     """What to train: a dataset, its target, and an ensemble spec (see GET /v1/kinds)."""
 
+    # validate_assignment: a request with problems is completed field by field, each
+    # parsed by this model (see app.services.training), to check the rest against them.
     model_config = ConfigDict(
-        extra="forbid", json_schema_extra={"examples": [TRAINING_EXAMPLE, FOREST_EXAMPLE]}
+        extra="forbid",
+        validate_assignment=True,
+        json_schema_extra={"examples": [TRAINING_EXAMPLE, FOREST_EXAMPLE]},
     )
 
     dataset_id: str = Field(description="The dataset to train on (POST /v1/datasets).")

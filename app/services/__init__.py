@@ -1,21 +1,5 @@
-"""Orchestration between the routes and the library: threads, transactions, shaping.
+"""Orchestration between the routes and the library: transactions, shaping, caching.
 
-Everything the registry or the library does may block (disk, database, CPU), so the
-async routes reach it only through :func:`in_thread`.
+Services take their collaborators as arguments (a registry, the settings, ...) and know
+nothing of FastAPI; the routes get those collaborators from :mod:`app.deps`.
 """
-
-from __future__ import annotations
-
-import functools
-from collections.abc import Callable
-from typing import ParamSpec, TypeVar
-
-import anyio.to_thread
-
-P = ParamSpec("P")
-T = TypeVar("T")
-
-
-async def in_thread(func: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-    """Run a blocking call in the worker thread pool, keeping the event loop free."""
-    return await anyio.to_thread.run_sync(functools.partial(func, *args, **kwargs))

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Any
-
+from pydantic import ValidationError
 from starlette.datastructures import UploadFile
 from starlette.requests import Request
 
 from app.bodies import parse_json
-from app.problems import InvalidRequestError, UnsupportedMediaTypeError, count_text
-from app.services import in_thread
+from app.problems import (
+    InvalidRequestError,
+    UnsupportedMediaTypeError,
+    count_text,
+    validation_problems,
+)
+from app.schemas.datasets import DatasetRecordsIn, DatasetRowsIn
 from app.settings import Settings
+from app.threads import in_thread
 from ensembles import (
     Problem,
     Table,
@@ -20,12 +25,12 @@ from ensembles import (
     table_from_rows,
     table_to_parquet,
 )
-from ensembles.registry import DatasetRecord, SqlRegistry
+from ensembles.registry import DatasetRecord, Registry
 
-_JSON_KEYS = frozenset({"name", "columns", "rows", "records"})
+_ROWS_KEYS = frozenset({"columns", "rows"})
 
 
-async def upload(request: Request, registry: SqlRegistry, settings: Settings) -> DatasetRecord:
+async def upload(request: Request, registry: Registry, settings: Settings) -> DatasetRecord:
     """Parse the body by its media type, then store the table (parsing runs in a thread)."""
     media = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if media == "multipart/form-data":
@@ -82,36 +87,34 @@ async def _read_form(
 
 def _json_table(body: bytes, settings: Settings) -> tuple[str | None, Table]:
     """``{"name", "columns", "rows"}`` or ``{"name", "records"}``; every problem located."""
-    data: Any = parse_json(body)
+    upload = _json_upload(parse_json(body))
+    limits = settings.table_limits
+    if isinstance(upload, DatasetRowsIn):
+        return upload.name, table_from_rows(upload.columns, upload.rows, limits)
+    return upload.name, table_from_records(upload.records, limits)
+
+
+def _json_upload(data: object) -> DatasetRowsIn | DatasetRecordsIn:
+    """The body parsed by the documented model of its shape: records when it has them
+    and nothing of the other shape, else rows (whose model names the stray ``records``)."""
     if not isinstance(data, dict):
         raise InvalidRequestError(
             "the body is not a JSON object", [Problem(("body",), "expected a JSON object")]
         )
-    problems = [Problem((k,), "unknown field") for k in sorted(set(data) - _JSON_KEYS)]
-    name = data.get("name")
-    if name is not None and (not isinstance(name, str) or len(name) > 256):
-        problems.append(Problem(("name",), "a string of at most 256 characters"))
-    has_rows, has_records = "rows" in data or "columns" in data, "records" in data
-    if has_rows == has_records:
-        msg = 'send either "columns" and "rows", or "records"'
-        problems.append(Problem(("records",) if has_records else ("rows",), msg))
-    elif has_rows:
-        for key in ("columns", "rows"):
-            if not isinstance(data.get(key), list):
-                problems.append(Problem((key,), "expected an array"))
-    elif not isinstance(data["records"], list):
-        problems.append(Problem(("records",), "expected an array of objects"))
-    if problems:
-        raise InvalidRequestError(count_text(len(problems)), problems)
-    limits = settings.table_limits
-    if has_rows:
-        table = table_from_rows(data["columns"], data["rows"], limits)
-    else:
-        table = table_from_records(data["records"], limits)
-    return name, table
+    shape: type[DatasetRowsIn | DatasetRecordsIn] = DatasetRowsIn
+    if "records" in data and not _ROWS_KEYS & data.keys():
+        shape = DatasetRecordsIn
+    try:
+        return shape.model_validate(data)
+    except ValidationError as exc:
+        problems = validation_problems(exc.errors())
+    if not (_ROWS_KEYS | {"records"}) & data.keys():  # neither shape: say so once
+        problems = [p for p in problems if p.loc[0] not in _ROWS_KEYS]
+        problems.append(Problem(("rows",), 'send either "columns" and "rows", or "records"'))
+    raise InvalidRequestError(count_text(len(problems)), problems)
 
 
-def _store(registry: SqlRegistry, name: str | None, table: Table) -> DatasetRecord:
+def _store(registry: Registry, name: str | None, table: Table) -> DatasetRecord:
     return registry.create_dataset(
         name=name,
         parquet=table_to_parquet(table),

@@ -35,10 +35,10 @@ import orjson
 from pydantic import ValidationError
 
 from app.bodies import TableFormat, read_table_body
-from app.deps import Services
 from app.problems import InvalidRequestError, count_text, validation_problems
 from app.schemas.predictions import PredictOptionsIn, PredictRequest
-from app.services import in_thread
+from app.services.container import Services
+from app.threads import in_thread
 from ensembles import ModelSignature, PredictOptions, predict_arrays, rows_to_columns
 from ensembles.batches import table_to_columns
 from ensembles.errors import IntegrityError, PredictionInputError, Problem

@@ -1,7 +1,7 @@
 """Submit-time checks of a training request: every problem at once, rooted at the body.
 
 A request is checked in four layers that all run, so one answer lists everything:
-the structure of each top-level field (pydantic, field by field), the dataset and its
+the structure (the documented ``TrainingRequest`` model parses it), the dataset and its
 target/feature columns (on the stored table, loaded in a thread), the ensemble spec
 against the catalog and the service's resource limits, and the evaluation and the spec
 against the table's rows and classes (the hold-out split with the job's seed, the folds,
@@ -12,20 +12,17 @@ job document the worker process trains from.
 from __future__ import annotations
 
 import secrets
-from dataclasses import dataclass
-from functools import cache
-from typing import Annotated, Any
+from typing import Any
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import ValidationError
 
 from app.problems import InvalidRequestError, count_text
 from app.schemas.training import TrainingRequest
-from app.services import in_thread
 from app.settings import Settings
+from app.threads import in_thread
 from ensembles import (
     DataError,
     EstimatorSpec,
-    EvaluationSpec,
     NotFoundError,
     Problem,
     SpecError,
@@ -38,58 +35,41 @@ from ensembles import (
     select_training_data,
 )
 from ensembles.catalog import Task
-from ensembles.registry import DatasetRecord, SqlRegistry
+from ensembles.registry import DatasetRecord, Registry
+from ensembles.registry.documents import DatasetRef, JobDocument
 from ensembles.specs import MAX_RANDOM_STATE
 
 TASKS: tuple[Task, ...] = ("classification", "regression")
 
 
-@cache
-def _adapters() -> dict[str, TypeAdapter[Any]]:
-    """One validator per top-level field of TrainingRequest (same types and bounds)."""
-    out: dict[str, TypeAdapter[Any]] = {}
-    for name, field in TrainingRequest.model_fields.items():
-        annotation: Any = field.annotation
-        if field.metadata:
-            annotation = Annotated[(annotation, *field.metadata)]
-        out[name] = TypeAdapter(annotation)
-    return out
+def _read_request(raw: dict[str, Any]) -> tuple[TrainingRequest, list[Problem]]:
+    """The request as its documented model parses it, with every structural problem.
 
-
-@dataclass
-class _Fields:
-    values: dict[str, Any]
-    problems: list[Problem]
-
-
-def _check_fields(raw: dict[str, Any]) -> _Fields:
-    values: dict[str, Any] = {}
-    problems: list[Problem] = []
-    for key in raw:
-        if key not in TrainingRequest.model_fields:
-            problems.append(Problem((key,), "Extra inputs are not permitted"))
-    for name, field in TrainingRequest.model_fields.items():
-        if name not in raw:
-            if field.is_required():
-                problems.append(Problem((name,), "Field required"))
-            else:
-                values[name] = field.get_default(call_default_factory=True)
-            continue
-        try:
-            values[name] = _adapters()[name].validate_python(raw[name])
-        except ValidationError as exc:
-            problems += [Problem((name, *e["loc"]), e["msg"]) for e in exc.errors()]
-    return _Fields(values, problems)
+    With problems, the fields that passed are each parsed by the same model (one
+    assignment at a time) so the checks that need them still run; the fields that failed
+    stay unset and the checks of :func:`prepare_job` skip them.
+    """
+    try:
+        return TrainingRequest.model_validate(raw), []
+    except ValidationError as exc:
+        problems = [Problem(tuple(e["loc"]), e["msg"]) for e in exc.errors()]
+    bad = {p.loc[0] for p in problems}
+    unset: dict[str, Any] = {}  # required fields that failed stay unset
+    request = TrainingRequest.model_construct(**unset)  # optional ones get their defaults
+    for name in TrainingRequest.model_fields:
+        if name in raw and name not in bad:
+            setattr(request, name, raw[name])
+    return request, problems
 
 
 def _load_training_data(
-    registry: SqlRegistry, record: DatasetRecord, values: dict[str, Any]
+    registry: Registry, record: DatasetRecord, request: TrainingRequest
 ) -> TrainingData:
     table = load_table(registry, record.id)
-    return select_training_data(table, values["target"], values["features"], values["task"])
+    return select_training_data(table, request.target, request.features, request.task)
 
 
-def load_table(registry: SqlRegistry, dataset_id: str) -> Table:
+def load_table(registry: Registry, dataset_id: str) -> Table:
     """The stored canonical table (verified bytes), parsed back into a Table."""
     parquet = registry.read_dataset_parquet(dataset_id)
     return read_table(parquet, filename=f"{dataset_id}.parquet")
@@ -116,72 +96,59 @@ def _resolve(
 
 
 async def prepare_job(
-    registry: SqlRegistry, settings: Settings, model: str, raw: object
-) -> dict[str, Any]:
+    registry: Registry, settings: Settings, model: str, raw: object
+) -> JobDocument:
     """Check the whole request; return the job document or raise SpecError with every problem."""
     if not isinstance(raw, dict):
         raise InvalidRequestError(
             "the body is not a JSON object", [Problem((), "expected a JSON object")]
         )
-    fields = _check_fields(raw)
-    values, problems = fields.values, fields.problems
-    bad = {p.loc[0] for p in problems if p.loc}
+    request, problems = _read_request(raw)
+    bad = {p.loc[0] for p in problems}
     record: DatasetRecord | None = None
     data: TrainingData | None = None
     if "dataset_id" not in bad:
         try:
-            record = await in_thread(registry.get_dataset, values["dataset_id"])
+            record = await in_thread(registry.get_dataset, request.dataset_id)
         except NotFoundError:
-            problems.append(Problem(("dataset_id",), f"no dataset {values['dataset_id']!r}"))
+            problems.append(Problem(("dataset_id",), f"no dataset {request.dataset_id!r}"))
     if record is not None and not bad & {"target", "features", "task"}:
         try:
-            data = await in_thread(_load_training_data, registry, record, values)
+            data = await in_thread(_load_training_data, registry, record, request)
         except DataError as exc:
             problems += exc.problems
     task: Task | None = data.task if data is not None else None
     if task is None and "task" not in bad:
-        task = values["task"]
+        task = request.task
     spec: EstimatorSpec | None = None
     if "ensemble" not in bad:
         spec, spec_problems = await in_thread(
-            _resolve, values["ensemble"], task, settings.spec_limits
+            _resolve, request.ensemble, task, settings.spec_limits
         )
         problems += spec_problems
-    random_state = values.get("random_state")
+    random_state = request.random_state
     if random_state is None:  # chosen now: the checks below make the split training makes
         random_state = secrets.randbelow(MAX_RANDOM_STATE + 1)
     if data is not None and "evaluation" not in bad:
         # The hold-out split, the folds and the rows each nested fit sees, against the
         # table's classes and rows (the spec's part only once the spec itself is sound).
         problems += await in_thread(
-            check_against_rows, spec, values["evaluation"], data.y, data.task, random_state
+            check_against_rows, spec, request.evaluation, data.y, data.task, random_state
         )
     if problems:
         raise SpecError(count_text(len(problems)), problems)
     assert record is not None and data is not None and spec is not None
-    return _job_document(model, {**values, "random_state": random_state}, record, data, spec)
-
-
-def _job_document(
-    model: str,
-    values: dict[str, Any],
-    record: DatasetRecord,
-    data: TrainingData,
-    spec: EstimatorSpec,
-) -> dict[str, Any]:
-    random_state = values["random_state"]
-    evaluation: EvaluationSpec = values["evaluation"]
-    return {
-        "model": model,
-        "dataset": {"id": record.id, "sha256": record.sha256, "n_rows": record.n_rows},
-        "target": values["target"],
-        "features": [f.name for f in data.features],
-        "task": data.task,
-        "task_inferred": data.task_inferred,
-        "kind": spec.kind,
-        "ensemble": spec.model_dump(mode="json", exclude_none=True),
-        "evaluation": evaluation.model_dump(mode="json"),
-        "random_state": random_state,
-        "description": values["description"],
-        "tags": values["tags"],
-    }
+    return JobDocument(
+        model=model,
+        dataset=DatasetRef(id=record.id, sha256=record.sha256, n_rows=record.n_rows),
+        target=request.target,
+        features=[f.name for f in data.features],
+        task=data.task,
+        task_inferred=data.task_inferred,
+        kind=spec.kind,
+        ensemble=spec,
+        evaluation=request.evaluation,
+        random_state=random_state,
+        description=request.description,
+        tags=request.tags,
+    )

@@ -1,34 +1,32 @@
-"""Registry records -> API documents (versions and jobs)."""
+"""Registry records -> API documents (versions and jobs), read through the typed documents."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from app.jobs import job_view
 from app.problems import job_error_body
 from app.schemas.common import ProblemDetails
 from app.schemas.models import VersionOut
 from app.schemas.training import JobOut, Progress
 from ensembles.registry import JobRecord, VersionRecord
+from ensembles.registry.documents import JobDocument, VersionMetadata
 
-_PRIVATE = frozenset({"signature"})
+_PRIVATE = {"signature"}
 
 
 def version_out(record: VersionRecord) -> VersionOut:
     """The stored metadata document merged with the live fields of the version."""
-    document: dict[str, Any] = {k: v for k, v in record.metadata.items() if k not in _PRIVATE}
-    artifact = dict(document.get("artifact") or {})
-    artifact.update(
-        format=record.artifact_format,
-        sha256=record.artifact_sha256,
-        size_bytes=record.artifact_size,
-    )
+    metadata = VersionMetadata.of(record)
+    document = metadata.to_json(exclude=_PRIVATE)
     document.update(
         model=record.model,
         version=record.version,
         aliases=list(record.aliases),
         created_at=record.created_at,
-        artifact=artifact,
+        artifact={
+            **metadata.artifact,
+            "format": record.artifact_format,
+            "sha256": record.artifact_sha256,
+            "size_bytes": record.artifact_size,
+        },
     )
     return VersionOut.model_validate(document)
 
@@ -36,6 +34,7 @@ def version_out(record: VersionRecord) -> VersionOut:
 def job_out(job: JobRecord) -> JobOut:
     progress = job.progress
     error = job_error_body(job.error)
+    document = JobDocument.of(job)
     return JobOut(
         id=job.id,
         status=job.status,
@@ -51,7 +50,10 @@ def job_out(job: JobRecord) -> JobOut:
         finished_at=job.finished_at,
         error=None if error is None else ProblemDetails.model_validate(error),
         cancel_requested=job.cancel_requested,
-        **job_view(job),
+        task=document.task,
+        kind=document.kind,
+        dataset_id=document.dataset.id,
+        random_state=document.random_state,
     )
 
 

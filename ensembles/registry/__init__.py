@@ -1,10 +1,12 @@
 """Registry and storage: datasets, training jobs, versioned models, aliases, artifacts.
 
-``SqlRegistry.open(data_dir, database_url)`` is the entry point; ``ModelCache`` keeps
-loaded models in memory. No HTTP here: errors are ``ensembles.errors`` classes.
+``SqlRegistry.open(data_dir, database_url)`` is the entry point; callers type against
+the ``Registry`` protocol, and the registry keeps its bytes in an ``ArtifactStore``
+(``LocalStore`` by default). ``ModelCache`` keeps loaded models in memory. No HTTP
+here: errors are ``ensembles.errors`` classes.
 """
 
-from ensembles.registry.base import Registry
+from ensembles.registry.base import ArtifactStore, Registry, StoredObject
 from ensembles.registry.cache import CacheEvent, CacheKey, CacheObserver, ModelCache
 from ensembles.registry.names import (
     ALIAS_PATTERN,
@@ -24,6 +26,7 @@ from ensembles.registry.records import (
     job_problem,
 )
 from ensembles.registry.sql import SqlRegistry
+from ensembles.registry.stores import LocalStore
 
 __all__ = [
     "ALIAS_PATTERN",
@@ -31,16 +34,19 @@ __all__ = [
     "LATEST",
     "MAX_VERSION",
     "MODEL_NAME_PATTERN",
+    "ArtifactStore",
     "CacheEvent",
     "CacheKey",
     "CacheObserver",
     "DatasetRecord",
     "JobRecord",
     "JobStatus",
+    "LocalStore",
     "ModelCache",
     "ModelRecord",
     "Registry",
     "SqlRegistry",
+    "StoredObject",
     "VersionRecord",
     "job_problem",
     "validate_alias",

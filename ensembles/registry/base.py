@@ -1,19 +1,71 @@
-"""The registry interface the HTTP layer and the job runner program against.
+"""The two interfaces of the registry: the registry itself, and the store of its bytes.
 
-One implementation exists (:class:`ensembles.registry.sql.SqlRegistry`); the protocol
-lets tests and future backends stand in without inheriting from it. Every method is
-synchronous and may block on disk or database I/O: call it from a worker thread, never
-from the event loop.
+Callers (the HTTP layer, the job runner, the worker) program against :class:`Registry`;
+:class:`ensembles.registry.sql.SqlRegistry` implements it on SQLite or PostgreSQL and
+keeps the bytes its rows refer to in an :class:`ArtifactStore`: a local folder today
+(:class:`ensembles.registry.stores.LocalStore`), an object store tomorrow, without a
+fork of the registry. Both are structural protocols: an implementation need not inherit.
+
+Every method is synchronous and may block on disk, network or database I/O: call it from
+a worker thread, never from the event loop.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Literal, Protocol
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Literal, Protocol, runtime_checkable
 
 from ensembles.registry.records import DatasetRecord, JobRecord, ModelRecord, VersionRecord
 
 
+@dataclass(frozen=True)
+class StoredObject:
+    """Bytes an :class:`ArtifactStore` holds durably: what the registry records of them."""
+
+    sha256: str
+    size: int
+
+
+@runtime_checkable
+class ArtifactStore(Protocol):
+    """Model artifacts (joblib) and dataset tables (canonical Parquet), by key.
+
+    A write is complete and durable on return, or leaves nothing; it never replaces what
+    is there. Reads return the bytes only if they still match the recorded sha256 and
+    size (``IntegrityError`` otherwise). ``owner`` (the registry instance id) tags work in
+    progress, so :meth:`sweep` can remove what dead instances left half-written.
+    """
+
+    @property
+    def location(self) -> str:
+        """Where the bytes live, for operators (a folder, a bucket)."""
+        ...
+
+    def write_artifact(self, model: str, version: int, value: object) -> StoredObject: ...
+    def read_artifact(self, model: str, version: int, sha256: str, size: int) -> bytes: ...
+    def load_artifact(self, model: str, version: int, sha256: str, size: int) -> object:
+        """Unpickle a version, only after its bytes passed the checksum."""
+        ...
+
+    def remove_artifact(self, model: str, version: int) -> None: ...
+    def stored_artifacts(self) -> Iterator[tuple[str, int]]:
+        """Every (model, version) with an artifact, whatever the database says."""
+        ...
+
+    def write_dataset(self, dataset_id: str, data: bytes) -> StoredObject: ...
+    def read_dataset(self, dataset_id: str, sha256: str, size: int) -> bytes: ...
+    def remove_dataset(self, dataset_id: str) -> None: ...
+    def probe(self) -> None:
+        """Raise OSError unless the store accepts a durable write."""
+        ...
+
+    def sweep(self, is_dead: Callable[[str], bool]) -> None:
+        """Remove the half-written leftovers of the owners ``is_dead`` says are gone."""
+        ...
+
+
+@runtime_checkable
 class Registry(Protocol):
     """Datasets, training jobs and the versioned models they publish."""
 
@@ -30,13 +82,17 @@ class Registry(Protocol):
     def read_dataset_parquet(self, dataset_id: str) -> bytes: ...
 
     # jobs
-    def submit_job(self, model: str, request: dict[str, object]) -> JobRecord: ...
+    def submit_job(
+        self, model: str, request: dict[str, object], *, max_open: int | None = None
+    ) -> JobRecord: ...
     def get_job(self, job_id: str) -> JobRecord: ...
     def list_jobs(
         self, status: str | None = None, model: str | None = None, limit: int | None = None
     ) -> list[JobRecord]: ...
     def count_jobs_by_status(self) -> dict[str, int]: ...
     def start_job(self, job_id: str) -> JobRecord: ...
+    def start_next_job(self, max_running: int) -> JobRecord | None: ...
+    def fail_queued_jobs(self, problem: dict[str, object]) -> list[JobRecord]: ...
     def update_progress(self, job_id: str, done: int, total: int, stage: str) -> None: ...
     def request_cancel(self, job_id: str) -> JobRecord: ...
     def finish_job(
@@ -55,9 +111,16 @@ class Registry(Protocol):
     def delete_model(self, name: str) -> None: ...
     def list_versions(self, name: str) -> list[VersionRecord]: ...
     def get_version(self, name: str, ref: str | int) -> VersionRecord: ...
+    def resolve_version(self, name: str, ref: str | int) -> VersionRecord:
+        """:meth:`get_version`, possibly answered from memory while nothing changed."""
+        ...
+
+    def resolved_version(self, name: str, ref: str | int) -> VersionRecord | None:
+        """What :meth:`resolve_version` holds for ``ref`` if still current; no I/O."""
+        ...
+
     def delete_version(self, name: str, version: int) -> None: ...
     def set_alias(self, name: str, alias: str, version: int) -> ModelRecord: ...
     def delete_alias(self, name: str, alias: str) -> None: ...
-    def artifact_path(self, name: str, version: int) -> Path: ...
     def read_artifact(self, name: str, version: int) -> bytes: ...
     def load_model(self, name: str, version: int) -> object: ...

@@ -80,3 +80,8 @@ def parse_version_number(ref: str) -> int | None:
     if _VERSION.fullmatch(ref) is None:
         return None
     return int(ref)
+
+
+def describe(model: str, version: int) -> str:
+    """How errors name a version: ``model 'iris' version 3``."""
+    return f"model {model!r} version {version}"

@@ -1,4 +1,4 @@
-"""The registry on a SQL database (SQLite by default) plus two file stores.
+"""The registry on a SQL database (SQLite by default) plus a store for its bytes.
 
 This class decides transaction boundaries and the order of file and database steps; the
 SQL lives in ``rows`` (reads), ``lifecycle`` (jobs) and ``versioning`` (versions and
@@ -31,19 +31,12 @@ from ensembles.errors import (
     TrainingCancelledError,
 )
 from ensembles.registry import database, lifecycle, rows, versioning
-from ensembles.registry.artifacts import ArtifactStore, describe
-from ensembles.registry.base import Registry
+from ensembles.registry.base import ArtifactStore, Registry, StoredObject
 from ensembles.registry.changes import ChangeCounter
-from ensembles.registry.datasets import (
-    DatasetStore,
-    check_dataset_id,
-    check_parquet,
-    new_dataset_id,
-)
-from ensembles.registry.files import WrittenFile, ensure_folder, remove_quietly, stray_temp_files
+from ensembles.registry.datasets import check_dataset_id, check_parquet, new_dataset_id
 from ensembles.registry.instances import InstanceLock, sweep_dead_locks
 from ensembles.registry.lifecycle import INTERRUPTED_QUEUED, INTERRUPTED_RUNNING
-from ensembles.registry.names import validate_alias, validate_model_name
+from ensembles.registry.names import describe, validate_alias, validate_model_name
 from ensembles.registry.records import (
     FINISHED,
     JOB_STATUSES,
@@ -55,6 +48,8 @@ from ensembles.registry.records import (
     job_problem,
 )
 from ensembles.registry.schema import datasets, jobs, versions
+from ensembles.registry.stores import LocalStore
+from ensembles.registry.stores.files import ensure_folder
 
 __all__ = ["INTERRUPTED_QUEUED", "INTERRUPTED_RUNNING", "SqlRegistry"]
 
@@ -89,18 +84,19 @@ def _reason(exc: BaseException) -> str:
 
 
 class SqlRegistry:
-    """Datasets, jobs, versions and aliases in a SQL database; files under ``data_dir``.
+    """Datasets, jobs, versions and aliases in a SQL database; their bytes in ``store``.
 
     Thread-safe (one engine, a connection per call). Open one per process: a forked
     child gets fresh connections, but the jobs and the instance lock stay the parent's.
     """
 
-    def __init__(self, *, data_dir: Path, engine: Engine, lock: InstanceLock) -> None:
+    def __init__(
+        self, *, data_dir: Path, engine: Engine, lock: InstanceLock, store: ArtifactStore
+    ) -> None:
         """Use :meth:`open`; this only wires already-prepared parts together."""
         self.data_dir = data_dir
         self.instance_id = lock.id
-        self.artifacts = ArtifactStore(data_dir / "artifacts", lock.id)
-        self.datasets = DatasetStore(data_dir / "datasets", lock.id)
+        self.store = store
         self._engine = engine
         self._lock = lock
         self._pid = self._opened_by = os.getpid()
@@ -116,16 +112,18 @@ class SqlRegistry:
 
         Creates the folders, migrates the schema to head, then fails the jobs that dead
         instances left queued or running and removes their temporary and orphaned files.
+        The bytes go to a :class:`LocalStore` in ``data_dir``.
         """
         root = Path(data_dir)
-        for folder in (root, root / "artifacts", root / "datasets", root / "locks"):
+        for folder in (root, root / "locks"):
             ensure_folder(folder)
         lock = InstanceLock(root / "locks")
         try:
             engine = database.create_engine(database.database_url(root, database_url))
             try:
                 database.upgrade(engine)
-                registry = cls(data_dir=root, engine=engine, lock=lock)
+                store = LocalStore(root, lock.id)
+                registry = cls(data_dir=root, engine=engine, lock=lock, store=store)
                 registry.recover()
             except BaseException:
                 engine.dispose()
@@ -173,10 +171,10 @@ class SqlRegistry:
         except Exception as exc:
             result["database"] = _reason(exc.__cause__ or exc)
         try:
-            self.artifacts.probe()
+            self.store.probe()
             result["artifact_store"] = "ok"
         except OSError as exc:
-            result["artifact_store"] = f"cannot write to {self.artifacts.root}: {_reason(exc)}"
+            result["artifact_store"] = f"cannot write to {self.store.location}: {_reason(exc)}"
         return result
 
     def recover(self) -> list[str]:
@@ -194,10 +192,7 @@ class SqlRegistry:
         if dead:
             failed = self._run_write(lambda conn: lifecycle.interrupt(conn, dead, _now()))
             log.warning("failed %d job(s) of stopped instances: %s", len(failed), failed)
-        for root in (self.artifacts.root, self.datasets.root):
-            for path in stray_temp_files(root, lambda owner: not self._lock.is_alive(owner)):
-                log.info("removing stray temporary file %s", path)
-                remove_quietly(path)
+        self.store.sweep(lambda owner: not self._lock.is_alive(owner))
         self._remove_orphan_artifacts()
         return failed
 
@@ -209,7 +204,7 @@ class SqlRegistry:
         listing comes first, so a file that appears afterwards is not considered; a job
         that has ended can no longer publish, so its file is safe to remove.
         """
-        on_disk = list(self.artifacts.stored())
+        on_disk = list(self.store.stored_artifacts())
         if not on_disk:
             return
         with self._read() as conn:
@@ -219,10 +214,10 @@ class SqlRegistry:
             }
             ended = sa.select(jobs.c.model, jobs.c.version).where(jobs.c.status.in_(FINISHED))
             finished = {(str(m), int(v)) for m, v in conn.execute(ended)}
-        for model, number, path in on_disk:
+        for model, number in on_disk:
             if (model, number) in finished and (model, number) not in visible:
-                log.info("removing orphaned artifact %s", path)
-                remove_quietly(path)
+                log.info("removing the orphaned artifact of %s", describe(model, number))
+                self.store.remove_artifact(model, number)
 
     # ------------------------------------------------------------------ transactions
 
@@ -274,7 +269,7 @@ class SqlRegistry:
         summary = _json_copy(columns, "the column summary")
         dataset_id = new_dataset_id()
         try:
-            written = self.datasets.write(dataset_id, parquet)
+            written = self.store.write_dataset(dataset_id, parquet)
         except OSError as exc:
             raise StorageError(f"could not store the dataset: {_reason(exc)}") from exc
         record = DatasetRecord(
@@ -291,7 +286,7 @@ class SqlRegistry:
             with self._write() as conn:
                 conn.execute(sa.insert(datasets).values(**dataclasses.asdict(record)))
         except BaseException:
-            self.datasets.remove(dataset_id)
+            self.store.remove_dataset(dataset_id)
             raise
         return record
 
@@ -312,12 +307,12 @@ class SqlRegistry:
         with self._write() as conn:
             if conn.execute(sa.delete(datasets).where(datasets.c.id == dataset_id)).rowcount == 0:
                 raise NotFoundError(f"dataset {dataset_id!r} not found")
-        self.datasets.remove(dataset_id)
+        self.store.remove_dataset(dataset_id)
 
     def read_dataset_parquet(self, dataset_id: str) -> bytes:
         """The stored Parquet bytes, verified against the recorded sha256."""
         record = self.get_dataset(dataset_id)
-        return self.datasets.read(dataset_id, record.sha256, record.size_bytes)
+        return self.store.read_dataset(dataset_id, record.sha256, record.size_bytes)
 
     # ------------------------------------------------------------------ jobs
 
@@ -456,7 +451,7 @@ class SqlRegistry:
         except TypeError as exc:
             raise self._storage_failure(job_id, f"could not record {what}: {exc}") from exc
         try:
-            written = self.artifacts.write(name, number, model)
+            written = self.store.write_artifact(name, number, model)
         except Exception as exc:
             detail = f"could not write the artifact of {what}: {_reason(exc)}"
             raise self._storage_failure(job_id, detail) from exc
@@ -466,14 +461,14 @@ class SqlRegistry:
                 lambda conn: self._make_visible(conn, job_id, written, document)
             )
         except BaseException as exc:
-            self.artifacts.remove(name, number)
+            self.store.remove_artifact(name, number)
             if isinstance(exc, StorageError):
                 raise self._storage_failure(
                     job_id, f"could not record {what}: {exc.detail}"
                 ) from exc
             raise
         if outcome != "succeeded":
-            self.artifacts.remove(name, number)
+            self.store.remove_artifact(name, number)
             if outcome == "cancelled":
                 raise TrainingCancelledError(f"job {job_id} was cancelled before it was published")
             raise ConflictError(f"job {job_id} is {outcome}; the version was not published")
@@ -482,7 +477,7 @@ class SqlRegistry:
 
     @staticmethod
     def _make_visible(
-        conn: Connection, job_id: str, written: WrittenFile, document: dict[str, object]
+        conn: Connection, job_id: str, written: StoredObject, document: dict[str, object]
     ) -> str:
         """The visibility transaction; returns how the job ended (or its status as found)."""
         now = _now()
@@ -533,7 +528,7 @@ class SqlRegistry:
             return numbers
 
         for number in self._run_write(delete):
-            self.artifacts.remove(name, number)
+            self.store.remove_artifact(name, number)
 
     def list_versions(self, name: str) -> list[VersionRecord]:
         """Visible versions, newest first."""
@@ -577,7 +572,7 @@ class SqlRegistry:
         """Delete a version and its artifact; ConflictError names the aliases on it."""
         name = validate_model_name(name)
         self._run_write(lambda conn: versioning.delete_version(conn, name, version))
-        self.artifacts.remove(name, version)
+        self.store.remove_artifact(name, version)
 
     def set_alias(self, name: str, alias: str, version: int) -> ModelRecord:
         """Point ``alias`` at ``version`` (creating or moving it) in one atomic update."""
@@ -595,16 +590,13 @@ class SqlRegistry:
 
     # ------------------------------------------------------------------ artifacts
 
-    def artifact_path(self, name: str, version: int) -> Path:
-        """Where a visible version's artifact lives (for streaming it to a client)."""
-        self._visible(name, version)
-        return self.artifacts.path(name, version)
-
     def read_artifact(self, name: str, version: int) -> bytes:
         """A visible version's artifact bytes, verified against the recorded sha256."""
         record = self._visible(name, version)
         try:
-            return self.artifacts.read(name, version, record.artifact_sha256, record.artifact_size)
+            return self.store.read_artifact(
+                name, version, record.artifact_sha256, record.artifact_size
+            )
         except Exception:
             self._visible(name, version)  # deleted meanwhile: NotFoundError, not damage
             raise
@@ -613,7 +605,9 @@ class SqlRegistry:
         """Unpickle a version's model, only after its bytes matched the recorded sha256."""
         record = self._visible(name, version)
         try:
-            return self.artifacts.load(name, version, record.artifact_sha256, record.artifact_size)
+            return self.store.load_artifact(
+                name, version, record.artifact_sha256, record.artifact_size
+            )
         except Exception:
             self._visible(name, version)  # deleted meanwhile: NotFoundError, not damage
             raise

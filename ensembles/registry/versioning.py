@@ -14,12 +14,12 @@ from sqlalchemy.engine import Connection
 
 from ensembles.errors import ConflictError, StorageError
 from ensembles.registry import rows
-from ensembles.registry.files import WrittenFile
+from ensembles.registry.base import StoredObject
 from ensembles.registry.records import ARTIFACT_FORMAT, JobRecord
 from ensembles.registry.schema import aliases, models, versions
 
 
-def artifact_block(given: object, written: WrittenFile) -> dict[str, object]:
+def artifact_block(given: object, written: StoredObject) -> dict[str, object]:
     """The document's ``artifact`` member: the caller's extras plus what was written."""
     block = dict(given) if isinstance(given, dict) else {}
     block.update(format=ARTIFACT_FORMAT, sha256=written.sha256, size_bytes=written.size)
@@ -29,7 +29,7 @@ def artifact_block(given: object, written: WrittenFile) -> dict[str, object]:
 def insert_version(
     conn: Connection,
     job: JobRecord,
-    written: WrittenFile,
+    written: StoredObject,
     document: dict[str, object],
     now: datetime,
 ) -> None:

@@ -18,8 +18,8 @@ import pytest
 from fastapi import FastAPI
 
 from app import worker
-from app.services import in_thread
 from app.services.training import prepare_job
+from app.threads import in_thread
 from ensembles import compiled as compiled_module
 from tests.api.support import IRIS_FEATURES, Api, forest, iris_frame, records
 
@@ -97,7 +97,7 @@ async def test_a_forced_fidelity_failure_is_served_by_sklearn_with_the_reason(
     services = app.state.services
     dataset = await api.iris()
     document = await prepare_job(services.registry, services.settings, "forced", forest(dataset))
-    job = await in_thread(services.registry.submit_job, "forced", document)
+    job = await in_thread(services.registry.submit_job, "forced", document.to_json())
     await in_thread(services.registry.start_job, job.id)
     monkeypatch.setattr(compiled_module, "compare", lambda *_args, **_kw: (FORCED, 0.5))
     await in_thread(worker._run, services.registry, job.id, threading.Event())

@@ -262,7 +262,7 @@ async def test_readyz_503_when_the_artifact_store_fails(
     def read_only() -> None:
         raise OSError(30, "Read-only file system")
 
-    monkeypatch.setattr(app.state.services.registry.artifacts, "probe", read_only)
+    monkeypatch.setattr(app.state.services.registry.store, "probe", read_only)
     response = await api.client.get("/readyz")
     assert response.status_code == 503
     checks = response.json()["checks"]

@@ -126,7 +126,7 @@ def test_folds_against_training_rows_and_classes() -> None:
 def test_fewer_rows_of_a_class_than_folds_is_a_note_not_a_refusal() -> None:
     data = rows_of({"a": 12, "b": 3})
     assert check(data, FOREST, holdout=0, cv=5) == []
-    notes = fit(data, FOREST, holdout=0, cv=5).metrics["notes"]
+    notes = fit(data, FOREST, holdout=0, cv=5).metrics.notes
     assert "class 'b' has 3 training rows, fewer than cv_folds=5: 2 of the folds" in " ".join(notes)
 
 
@@ -249,10 +249,10 @@ def test_adaboost_that_stops_early_says_so() -> None:
     assert (
         "AdaBoost stopped after 1 of 50 members: member 1 fits the training rows perfectly "
         "(weighted error 0), so there is nothing left to boost"
-    ) in fitted.metrics["notes"]
+    ) in fitted.metrics.notes
     stumps = fit(iris(), {"kind": "adaboost", "params": {"n_estimators": 5}})
     assert stumps.training["n_estimators"] == 5
-    assert not any("AdaBoost stopped" in note for note in stumps.metrics["notes"])
+    assert not any("AdaBoost stopped" in note for note in stumps.metrics.notes)
 
 
 def test_adaboost_member_of_voting_that_stops_early_is_named() -> None:
@@ -267,5 +267,5 @@ def test_adaboost_member_of_voting_that_stops_early_is_named() -> None:
             {"name": "tree", "kind": "decision_tree"},
         ],
     }
-    notes = fit(iris(), raw).metrics["notes"]
+    notes = fit(iris(), raw).metrics.notes
     assert any(n.startswith("member 'boost': AdaBoost stopped after 1 of 50") for n in notes)

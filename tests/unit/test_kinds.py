@@ -54,7 +54,7 @@ def test_every_kind_trains_predicts_and_is_deterministic(kind: str, task: Task) 
     assert pred.shape == (len(data.y),)
     np.testing.assert_array_equal(pred, second.pipeline.predict(data.X))
     assert first.signature.task == task
-    holdout = first.metrics["holdout"]
+    holdout = first.metrics.holdout
     assert holdout["n"] == round(len(data.y) * 0.25) or abs(holdout["n"] - len(data.y) * 0.25) < 1
     if task == "classification":
         assert first.signature.classes == data.classes

@@ -265,7 +265,7 @@ def test_fidelity_to_scikit_learn(kind: str, task: str, raw: dict[str, Any], mak
         np.testing.assert_array_equal(
             model.pipeline.predict_proba(data.X), direct.predict_proba(data.X.to_numpy())
         )
-    oob = model.metrics["oob"]
+    oob = model.metrics.oob
     if hasattr(direct, "oob_scores_"):  # gradient boosting: OOB loss per stage
         assert oob["loss"] == direct.oob_score_
         assert oob["loss_curve"] == list(direct.oob_scores_)
@@ -303,8 +303,8 @@ def test_oob_where_scikit_learn_refuses_equals_a_by_hand_computation(kind: str) 
     model = fit("iris", {"kind": kind, "params": {"n_estimators": 6, "max_samples": 0.3}})
     assert model.pipeline[-1].oob_score is False  # scikit-learn would refuse it here
     accuracy, n_scored = _oob_by_hand(model, data.X.to_numpy(), data.y)
-    assert model.metrics["oob"]["accuracy"] == pytest.approx(accuracy, abs=1e-12)
-    assert model.metrics["oob"]["n_scored"] == n_scored
+    assert model.metrics.oob["accuracy"] == pytest.approx(accuracy, abs=1e-12)
+    assert model.metrics.oob["n_scored"] == n_scored
     assert 0 < n_scored <= len(data.y)
 
 
@@ -313,15 +313,15 @@ def test_gradient_boosting_with_subsample_reports_its_oob_loss_curve() -> None:
         "breast_cancer",
         {"kind": "gradient_boosting", "params": {"n_estimators": 25, "subsample": 0.6}},
     )
-    oob = model.metrics["oob"]
+    oob = model.metrics.oob
     assert len(oob["loss_curve"]) == 25
     assert oob["loss"] == oob["loss_curve"][-1]
 
 
 def test_no_oob_is_explained_in_notes() -> None:
     model = fit("iris", {"kind": "adaboost", "params": {"n_estimators": 5}})
-    assert model.metrics["oob"] is None
-    assert any("OOB" in note for note in model.metrics["notes"])
+    assert model.metrics.oob is None
+    assert any("OOB" in note for note in model.metrics.notes)
 
 
 # --- chunked training, progress and cancellation ------------------------------------
@@ -399,7 +399,7 @@ def test_metrics_hold_every_figure_with_notes_for_the_missing_ones() -> None:
         EvaluationSpec(holdout_fraction=0.2, cv_folds=3),
     )
     m = model.metrics
-    assert set(m["holdout"]) >= {
+    assert set(m.holdout) >= {
         "accuracy",
         "balanced_accuracy",
         "f1_macro",
@@ -407,31 +407,31 @@ def test_metrics_hold_every_figure_with_notes_for_the_missing_ones() -> None:
         "log_loss",
         "roc_auc",
     }
-    assert m["holdout"]["n"] == 30
-    assert m["cv"]["n_folds"] == 3 and len(m["cv"]["folds"]) == 3
-    assert [e["name"] for e in m["estimators"]] == ["lr", "nb"]
-    assert all("accuracy" in e["holdout"] for e in m["estimators"])
-    assert m["oob"] is None and m["curve"] is None
-    assert len(m["notes"]) >= 2
+    assert m.holdout["n"] == 30
+    assert m.cv["n_folds"] == 3 and len(m.cv["folds"]) == 3
+    assert [e["name"] for e in m.estimators] == ["lr", "nb"]
+    assert all("accuracy" in e["holdout"] for e in m.estimators)
+    assert m.oob is None and m.curve is None
+    assert len(m.notes) >= 2
 
 
 def test_homogeneous_ensembles_report_member_spread_and_an_oob_curve() -> None:
     model = fit("wine", {"kind": "random_forest", "params": {"n_estimators": 60}}, EvaluationSpec())
-    spread = model.metrics["estimators"][0]
+    spread = model.metrics.estimators[0]
     assert spread["n_members"] == 60
     stats = spread["holdout"]["accuracy"]
     assert stats["min"] <= stats["mean"] <= stats["max"]
-    curve = model.metrics["curve"]
+    curve = model.metrics.curve
     assert curve["basis"] == "oob" and curve["points"][-1]["n_estimators"] == 60
-    assert curve["points"][-1]["score"] == pytest.approx(model.metrics["oob"]["accuracy"])
+    assert curve["points"][-1]["score"] == pytest.approx(model.metrics.oob["accuracy"])
 
 
 def test_boosting_reports_a_staged_holdout_curve() -> None:
     model = fit("wine", {"kind": "adaboost", "params": {"n_estimators": 20}}, EvaluationSpec())
-    curve = model.metrics["curve"]
+    curve = model.metrics.curve
     assert curve["basis"] == "holdout"
     assert [p["n_estimators"] for p in curve["points"]] == list(range(1, 21))
-    assert curve["points"][-1]["score"] == model.metrics["holdout"]["accuracy"]
+    assert curve["points"][-1]["score"] == model.metrics.holdout["accuracy"]
 
 
 def test_feature_importances_use_the_original_column_names() -> None:
@@ -488,7 +488,7 @@ def test_mixed_type_tables_train_on_raw_columns(raw: dict[str, Any]) -> None:
     data = select_training_data(table, "label")
     spec = resolve_ensemble(parse_estimator_spec(raw), data.task)
     model = train(data, spec, EvaluationSpec(holdout_fraction=0.25), RS)
-    assert model.metrics["holdout"]["accuracy"] > 0.7
+    assert model.metrics.holdout["accuracy"] > 0.7
     features = {f.name: f for f in model.signature.features}
     assert features["size"].has_missing and not features["count"].has_missing
     # The encoders' categories (the missing value left out), whatever the encoding.

@@ -22,7 +22,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ensembles.registry import SqlRegistry, files, versioning
+from ensembles.registry import SqlRegistry, versioning
+from ensembles.registry.stores import files
 
 
 def _stop_here() -> None:

@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 
 import ensembles.registry
 from ensembles.registry import SqlRegistry, VersionRecord
+from ensembles.registry.stores import LocalStore
 
 REPO_ROOT = Path(ensembles.registry.__file__).resolve().parents[2]
 CHILDREN = Path(__file__).with_name("children.py")
@@ -42,6 +43,14 @@ def publish(
     registry.start_job(job.id)
     stored = {"weights": [1.0, 2.0], "model": model} if value is None else value
     return registry.publish_version(job.id, stored, metadata or {"task": "classification"})
+
+
+def artifact_path(registry: SqlRegistry, model: str, version: int) -> Path:
+    """Where a visible version's artifact lives in the registry's local store."""
+    registry.get_version(model, version)  # visible, or the registry's own error
+    store = registry.store
+    assert isinstance(store, LocalStore)
+    return store.artifacts.path(model, version)
 
 
 def temp_files(data_dir: Path) -> list[Path]:

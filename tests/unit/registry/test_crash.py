@@ -79,7 +79,7 @@ def test_sigkill_during_publish_leaves_no_partial_version(data_dir: Path) -> Non
             assert job.error is not None and job.error["detail"] == INTERRUPTED_RUNNING
             assert [v.version for v in registry.list_versions("crashy")] == [first.version]
             assert registry.load_model("crashy", first.version) == {"keep": "me"}
-            orphan = registry.artifacts.path("crashy", number)
+            orphan = registry.store.artifacts.path("crashy", number)
             assert not orphan.exists(), f"{point}: orphaned artifact left behind"
             assert temp_files(data_dir) == [], point
     elapsed = time.perf_counter() - started

@@ -30,7 +30,7 @@ def test_delete_keeps_models_trained_on_it_loadable(registry: SqlRegistry) -> No
     dataset = registry.create_dataset(name="d", parquet=parquet_bytes(), n_rows=3, columns=COLUMNS)
     publish(registry, "iris", value={"fitted": True}, metadata={"dataset": {"id": dataset.id}})
     registry.delete_dataset(dataset.id)
-    assert not registry.datasets.path(dataset.id).exists()
+    assert not registry.store.datasets.path(dataset.id).exists()
     with pytest.raises(NotFoundError):
         registry.get_dataset(dataset.id)
     with pytest.raises(NotFoundError):
@@ -53,4 +53,4 @@ def test_bad_input(registry: SqlRegistry) -> None:
     with pytest.raises(SpecError):
         registry.create_dataset(name="x" * 257, parquet=parquet_bytes(), n_rows=3, columns=[])
     assert registry.list_datasets() == []
-    assert list(registry.datasets.root.iterdir()) == []
+    assert list(registry.store.datasets.root.iterdir()) == []

@@ -11,9 +11,10 @@ import joblib
 import pytest
 
 from ensembles.errors import IntegrityError, StorageError
-from ensembles.registry import SqlRegistry, files, versioning
+from ensembles.registry import SqlRegistry, versioning
+from ensembles.registry.stores import files
 
-from .support import COLUMNS, parquet_bytes, publish, temp_files
+from .support import COLUMNS, artifact_path, parquet_bytes, publish, temp_files
 
 
 class _Planted:
@@ -29,7 +30,7 @@ class _Planted:
 def test_one_flipped_byte_is_refused_with_the_version_named(registry: SqlRegistry) -> None:
     publish(registry, "iris")
     record = publish(registry, "iris", value=list(range(1000)))
-    path = registry.artifact_path("iris", record.version)
+    path = artifact_path(registry, "iris", record.version)
     data = bytearray(path.read_bytes())
     data[len(data) // 2] ^= 0x01
     path.write_bytes(bytes(data))
@@ -43,14 +44,14 @@ def test_one_flipped_byte_is_refused_with_the_version_named(registry: SqlRegistr
 
 def test_missing_artifact_is_an_integrity_error(registry: SqlRegistry) -> None:
     publish(registry, "iris")
-    registry.artifact_path("iris", 1).unlink()
+    artifact_path(registry, "iris", 1).unlink()
     with pytest.raises(IntegrityError, match="model 'iris' version 1 is missing"):
         registry.load_model("iris", 1)
 
 
 def test_planted_pickle_is_never_unpickled(registry: SqlRegistry, tmp_path: Path) -> None:
     publish(registry, "iris")
-    path = registry.artifact_path("iris", 1)
+    path = artifact_path(registry, "iris", 1)
     marker = tmp_path / "pwned"
     joblib.dump(_Planted(marker), path)  # replaced behind the registry's back
 
@@ -103,7 +104,7 @@ def test_disk_full_fails_the_job_and_keeps_earlier_versions(
     assert registry.get_version("iris", "latest").version == earlier.version
     assert registry.load_model("iris", earlier.version) == {"v": 1}
     assert temp_files(data_dir) == []
-    assert not registry.artifacts.path("iris", 2).exists()
+    assert not registry.store.artifacts.path("iris", 2).exists()
     assert publish(registry, "iris").version == 3  # the failed job's number stays used
 
 
@@ -120,7 +121,7 @@ def test_failed_database_commit_removes_the_artifact(
     with pytest.raises(StorageError):
         registry.publish_version(job.id, {"a": 1}, {})
     assert registry.get_job(job.id).status == "failed"
-    assert not registry.artifacts.path("iris", 1).exists()
+    assert not registry.store.artifacts.path("iris", 1).exists()
     with pytest.raises(Exception, match="not found"):
         registry.get_model("iris")
 
@@ -131,12 +132,12 @@ def test_unstorable_metadata_fails_the_job_before_writing(registry: SqlRegistry)
     with pytest.raises(StorageError, match="not storable as JSON"):
         registry.publish_version(job.id, {"a": 1}, {"metrics": {"log_loss": float("nan")}})
     assert registry.get_job(job.id).status == "failed"
-    assert not registry.artifacts.path("iris", 1).exists()
+    assert not registry.store.artifacts.path("iris", 1).exists()
 
 
 def test_tampered_dataset_is_refused(registry: SqlRegistry) -> None:
     record = registry.create_dataset(name="t", parquet=parquet_bytes(), n_rows=3, columns=COLUMNS)
-    path = registry.datasets.path(record.id)
+    path = registry.store.datasets.path(record.id)
     data = bytearray(path.read_bytes())
     data[10] ^= 0xFF
     path.write_bytes(bytes(data))

@@ -67,7 +67,7 @@ def test_cancel_a_running_job_before_it_publishes(registry: SqlRegistry) -> None
     with pytest.raises(TrainingCancelledError):
         registry.publish_version(job.id, {"w": 1}, {})
     assert registry.get_job(job.id).status == "cancelled"
-    assert not registry.artifacts.path("iris", 1).exists()
+    assert not registry.store.artifacts.path("iris", 1).exists()
     assert registry.list_models() == []
 
 
@@ -76,18 +76,18 @@ def test_cancel_arriving_while_the_artifact_is_written(
 ) -> None:
     job = registry.submit_job("iris", {})
     registry.start_job(job.id)
-    write = registry.artifacts.write
+    write = registry.store.artifacts.write
 
     def write_then_cancel(model: str, version: int, value: object):  # type: ignore[no-untyped-def]
         written = write(model, version, value)
         registry.request_cancel(job.id)
         return written
 
-    monkeypatch.setattr(registry.artifacts, "write", write_then_cancel)
+    monkeypatch.setattr(registry.store.artifacts, "write", write_then_cancel)
     with pytest.raises(TrainingCancelledError):
         registry.publish_version(job.id, {"w": 1}, {})
     assert registry.get_job(job.id).status == "cancelled"
-    assert not registry.artifacts.path("iris", 1).exists()
+    assert not registry.store.artifacts.path("iris", 1).exists()
     assert temp_files(registry.data_dir) == []
 
 

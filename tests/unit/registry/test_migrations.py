@@ -15,8 +15,8 @@ from alembic.runtime.migration import MigrationContext
 
 from ensembles.errors import StorageError
 from ensembles.registry import SqlRegistry, database
-from ensembles.registry.artifacts import ArtifactStore
 from ensembles.registry.schema import metadata
+from ensembles.registry.stores.artifacts import ArtifactFolder
 
 FIRST = "0001_initial"
 
@@ -46,7 +46,7 @@ def test_a_folder_made_by_the_first_migration_upgrades_in_place(data_dir: Path) 
     engine = _engine(data_dir)
     database.upgrade(engine, FIRST)
     assert database.current_revision(engine) == FIRST
-    written = ArtifactStore(data_dir / "artifacts", "0" * 16)
+    written = ArtifactFolder(data_dir / "artifacts", "0" * 16)
     (data_dir / "artifacts").mkdir()
     artifact = written.write("old-model", 1, {"trained": "before the upgrade"})
     now = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from ensembles.registry import SqlRegistry
-from ensembles.registry.files import temp_path
 from ensembles.registry.sql import INTERRUPTED_QUEUED, INTERRUPTED_RUNNING
+from ensembles.registry.stores.files import temp_path
 
 from .support import COLUMNS, parquet_bytes, publish
 
@@ -101,7 +101,7 @@ def test_a_forked_child_leaves_the_parents_jobs_and_lock_alone(registry: SqlRegi
 def test_only_dead_instances_lose_their_temporary_files(data_dir: Path) -> None:
     live = SqlRegistry.open(data_dir)
     ghost = SqlRegistry.open(data_dir)
-    folder = live.artifacts.folder("iris")
+    folder = live.store.artifacts.folder("iris")
     folder.mkdir()
     mine = temp_path(folder, live.instance_id)
     theirs = temp_path(data_dir / "datasets", ghost.instance_id)

@@ -15,7 +15,7 @@ from sklearn.preprocessing import StandardScaler
 from ensembles.errors import NotFoundError, SpecError
 from ensembles.registry import SqlRegistry
 
-from .support import publish
+from .support import artifact_path, publish
 
 
 def test_versions_count_from_one_and_list_newest_first(registry: SqlRegistry) -> None:
@@ -61,7 +61,7 @@ def test_the_document_gets_the_artifact_block(registry: SqlRegistry) -> None:
         "artifact": {"library_versions": {"scikit-learn": "1.9.1"}},
     }
     record = publish(registry, "iris", value={"w": [1, 2]}, metadata=metadata)
-    data = registry.artifact_path("iris", 1).read_bytes()
+    data = artifact_path(registry, "iris", 1).read_bytes()
     assert record.artifact_sha256 == hashlib.sha256(data).hexdigest()
     assert record.artifact_size == len(data) and record.artifact_format == "joblib"
     assert record.metadata == {
@@ -82,7 +82,7 @@ def test_the_document_gets_the_artifact_block(registry: SqlRegistry) -> None:
 def test_delete_version(registry: SqlRegistry) -> None:
     for _ in range(3):
         publish(registry, "iris")
-    path = registry.artifact_path("iris", 3)
+    path = artifact_path(registry, "iris", 3)
     registry.delete_version("iris", 3)
     assert not path.exists()
     assert registry.get_version("iris", "latest").version == 2
@@ -97,7 +97,7 @@ def test_delete_model_then_retrain_continues_numbering(registry: SqlRegistry) ->
     publish(registry, "iris")
     first = publish(registry, "iris")
     registry.set_alias("iris", "production", 2)
-    folder = registry.artifacts.folder("iris")
+    folder = registry.store.artifacts.folder("iris")
     registry.delete_model("iris")
     assert list(folder.glob("*.joblib")) == []
     assert registry.list_models() == []
@@ -126,7 +126,10 @@ def test_delete_model_stops_its_unfinished_jobs(registry: SqlRegistry) -> None:
 def test_models_differing_in_case_are_kept_apart(registry: SqlRegistry) -> None:
     publish(registry, "Iris", value="upper")
     publish(registry, "iris", value="lower")
-    assert registry.artifacts.folder("Iris").name.lower() != registry.artifacts.folder("iris").name
+    assert (
+        registry.store.artifacts.folder("Iris").name.lower()
+        != registry.store.artifacts.folder("iris").name
+    )
     assert registry.load_model("Iris", 1) == "upper" and registry.load_model("iris", 1) == "lower"
     assert [m.name for m in registry.list_models()] == ["Iris", "iris"]
 
@@ -137,8 +140,8 @@ def test_invalid_names_never_reach_a_path(registry: SqlRegistry, name: str) -> N
         lambda: registry.submit_job(name, {}),
         lambda: registry.get_model(name),
         lambda: registry.get_version(name, 1),
-        lambda: registry.artifact_path(name, 1),
-        lambda: registry.artifacts.folder(name),
+        lambda: artifact_path(registry, name, 1),
+        lambda: registry.store.artifacts.folder(name),
         lambda: registry.delete_model(name),
     ):
         with pytest.raises(SpecError) as raised:
@@ -157,5 +160,5 @@ def test_a_fitted_scikit_learn_model_round_trips(registry: SqlRegistry) -> None:
     loaded = registry.load_model("forest", 1)
     assert isinstance(loaded, Pipeline)
     np.testing.assert_array_equal(loaded.predict_proba(X), fitted.predict_proba(X))
-    plain = joblib.load(registry.artifact_path("forest", 1))  # a plain joblib file
+    plain = joblib.load(artifact_path(registry, "forest", 1))  # a plain joblib file
     np.testing.assert_array_equal(plain.predict(X), fitted.predict(X))

@@ -1,4 +1,4 @@
-"""The artifact store: one joblib file per visible model version, written crash-safely.
+"""Model artifacts on a local folder: one joblib file per version, written crash-safely.
 
 Layout: ``<root>/<model>--<h>/<version>.joblib`` where ``h`` is 16 hex digits of the
 sha256 of the exact model name. The suffix keeps ``Iris`` and ``iris`` (two models for
@@ -20,7 +20,8 @@ from typing import Final
 
 import joblib
 
-from ensembles.registry.files import (
+from ensembles.registry.names import describe, is_model_name, validate_model_name
+from ensembles.registry.stores.files import (
     HashingWriter,
     WrittenFile,
     ensure_folder,
@@ -29,18 +30,12 @@ from ensembles.registry.files import (
     remove_quietly,
     write_atomically,
 )
-from ensembles.registry.names import is_model_name, validate_model_name
 
 ARTIFACT_SUFFIX: Final = ".joblib"
 _SEPARATOR: Final = "--"
 
 
-def describe(model: str, version: int) -> str:
-    """How errors name a version: ``model 'iris' version 3``."""
-    return f"model {model!r} version {version}"
-
-
-class ArtifactStore:
+class ArtifactFolder:
     """Files of model versions under ``root``; ``owner`` tags this instance's temp files."""
 
     def __init__(self, root: Path, owner: str) -> None:

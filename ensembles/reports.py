@@ -1,0 +1,33 @@
+"""The quality report of a trained model, typed: what training measured, stored as is.
+
+Training writes it, the registry stores it in the version's metadata, the version
+resource serves it. The figures inside each block depend on the task (accuracy and
+log loss, or r2 and rmse), so a block stays a mapping; the blocks themselves are fixed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ensembles.metrics import Scores
+
+
+class Metrics(BaseModel):
+    """OOB, hold-out, cross-validation and training scores, per-member spreads, the score
+    curve, and notes saying why a figure is missing.
+
+    A report written by older code may lack a block: it loads, the block stays unset, and
+    ``model_dump(exclude_unset=True)`` gives the stored document back unchanged.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+
+    oob: Scores | None = None
+    holdout: Scores | None = None
+    cv: Scores | None = None
+    train: Scores | None = None
+    estimators: list[dict[str, Any]] = Field(default_factory=list)
+    curve: dict[str, Any] | None = None
+    notes: list[str] = Field(default_factory=list)
