@@ -2,7 +2,8 @@
 
 It shares nothing with the server but the data folder: it opens its own registry,
 loads the dataset, trains with a progress callback and a cancel token (both throttled
-database round trips), publishes the version and exits. Whatever goes wrong in here —
+database round trips), chooses the engine that will serve the model (the compiled one if
+it answers exactly as scikit-learn), publishes the version and exits. Whatever goes wrong in here —
 a bad fit, a crash, running out of memory — ends this process and this job only.
 """
 
@@ -30,6 +31,7 @@ from ensembles import (
     FittedModel,
     TrainingCancelledError,
     TrainingData,
+    inference_verdict,
     read_table,
     select_training_data,
     train,
@@ -148,17 +150,20 @@ def _run(registry: SqlRegistry, job_id: str, parent_gone: threading.Event) -> No
     document: dict[str, Any] = job.request
     try:
         data = _training_data(registry, document)
+        progress = _Progress(registry, job_id)
+        random_state = int(document["random_state"])
         fitted = train(
             data,
             EstimatorSpec.model_validate(document["ensemble"]),
             EvaluationSpec.model_validate(document["evaluation"]),
-            int(document["random_state"]),
-            on_progress=_Progress(registry, job_id),
+            random_state,
+            on_progress=progress,
             cancel=_Cancel(registry, job_id, parent_gone),
         )
-        registry.publish_version(
-            job_id, fitted.pipeline, version_metadata(job_id, document, data, fitted)
-        )
+        progress(0, 1, "compiling")
+        inference = inference_verdict(fitted.pipeline, data.task, fitted.train_rows, random_state)
+        metadata = version_metadata(job_id, document, data, fitted, inference)
+        registry.publish_version(job_id, fitted.pipeline, metadata)
     except TrainingCancelledError:
         _finish(registry, job_id, "cancelled", None)
     except NotFoundError as exc:
@@ -215,9 +220,14 @@ def library_versions() -> dict[str, str]:
 
 
 def version_metadata(
-    job_id: str, document: dict[str, Any], data: TrainingData, fitted: FittedModel
+    job_id: str,
+    document: dict[str, Any],
+    data: TrainingData,
+    fitted: FittedModel,
+    inference: dict[str, Any],
 ) -> dict[str, object]:
-    """The version document the API serves (the registry adds sha256 and size)."""
+    """The version document the API serves (the registry adds sha256 and size);
+    ``inference`` is the engine verdict (``ensembles.inference.inference_verdict``)."""
     signature = fitted.signature
     training = {
         **fitted.training,
@@ -242,8 +252,8 @@ def version_metadata(
             "job_id": job_id,
             "signature": signature.as_dict(),
             # Which engine serves the version (chosen once, here) and, if scikit-learn,
-            # why the compiled one was refused: see ensembles.compiled.
-            "inference": fitted.inference,
+            # why the compiled one was refused: see ensembles.inference.compiling.
+            "inference": inference,
         }
     )
     return metadata
