@@ -3,8 +3,9 @@
 It shares nothing with the server but the data folder: it opens its own registry,
 loads the dataset, trains with a progress callback and a cancel token (both throttled
 database round trips), chooses the engine that will serve the model (the compiled one if
-it answers exactly as scikit-learn), publishes the version and exits. Whatever goes wrong in here —
-a bad fit, a crash, running out of memory — ends this process and this job only.
+it answers exactly as scikit-learn), publishes the version and exits. Whatever goes
+wrong in here — a bad fit, a crash, running out of memory — ends this process and this
+job only.
 """
 
 from __future__ import annotations
@@ -151,6 +152,7 @@ def _run(registry: SqlRegistry, job_id: str, parent_gone: threading.Event) -> No
     try:
         data = _training_data(registry, document)
         progress = _Progress(registry, job_id)
+        cancel = _Cancel(registry, job_id, parent_gone)
         random_state = int(document["random_state"])
         fitted = train(
             data,
@@ -158,8 +160,10 @@ def _run(registry: SqlRegistry, job_id: str, parent_gone: threading.Event) -> No
             EvaluationSpec.model_validate(document["evaluation"]),
             random_state,
             on_progress=progress,
-            cancel=_Cancel(registry, job_id, parent_gone),
+            cancel=cancel,
         )
+        if cancel.is_set():
+            raise TrainingCancelledError("training was cancelled")
         progress(0, 1, "compiling")
         inference = inference_verdict(fitted.pipeline, data.task, fitted.train_rows, random_state)
         metadata = version_metadata(job_id, document, data, fitted, inference)
