@@ -21,7 +21,7 @@ from starlette.responses import Response
 
 from app.problems import InvalidRequestError, UnsupportedMediaTypeError
 from ensembles import Problem, TooLargeError
-from ensembles.prediction import check_row_count
+from ensembles.inference import check_row_count
 
 TableFormat = Literal["arrow", "parquet"]
 ARROW_STREAM: Final = "application/vnd.apache.arrow.stream"

@@ -2,8 +2,10 @@
 
 It shares nothing with the server but the data folder: it opens its own registry,
 loads the dataset, trains with a progress callback and a cancel token (both throttled
-database round trips), publishes the version and exits. Whatever goes wrong in here —
-a bad fit, a crash, running out of memory — ends this process and this job only.
+database round trips), chooses the engine that will serve the model (the compiled one if
+it answers exactly as scikit-learn), publishes the version and exits. Whatever goes
+wrong in here — a bad fit, a crash, running out of memory — ends this process and this
+job only.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from ensembles import (
     FittedModel,
     TrainingCancelledError,
     TrainingData,
+    inference_verdict,
     read_table,
     select_training_data,
     train,
@@ -147,17 +150,24 @@ def _run(registry: Registry, job_id: str, parent_gone: threading.Event) -> None:
     try:
         document = JobDocument.of(job)
         data = _training_data(registry, document)
+        progress = _Progress(registry, job_id)
+        cancel = _Cancel(registry, job_id, parent_gone)
         fitted = train(
             data,
             document.ensemble,
             document.evaluation,
             document.random_state,
-            on_progress=_Progress(registry, job_id),
-            cancel=_Cancel(registry, job_id, parent_gone),
+            on_progress=progress,
+            cancel=cancel,
         )
-        registry.publish_version(
-            job_id, fitted.pipeline, version_metadata(job_id, document, data, fitted).to_json()
+        if cancel.is_set():
+            raise TrainingCancelledError("training was cancelled")
+        progress(0, 1, "compiling")
+        inference = inference_verdict(
+            fitted.pipeline, data.task, fitted.train_rows, document.random_state
         )
+        metadata = version_metadata(job_id, document, data, fitted, inference)
+        registry.publish_version(job_id, fitted.pipeline, metadata.to_json())
     except TrainingCancelledError:
         _finish(registry, job_id, "cancelled", None)
     except NotFoundError as exc:
@@ -212,9 +222,14 @@ def library_versions() -> dict[str, str]:
 
 
 def version_metadata(
-    job_id: str, document: JobDocument, data: TrainingData, fitted: FittedModel
+    job_id: str,
+    document: JobDocument,
+    data: TrainingData,
+    fitted: FittedModel,
+    inference: dict[str, Any],
 ) -> VersionMetadata:
-    """The version document the API serves (the registry adds sha256 and size).
+    """The version document the API serves (the registry adds sha256 and size);
+    ``inference`` is the engine verdict (``ensembles.inference.inference_verdict``).
 
     Numpy scalars become Python numbers, and NaN or infinities None, before it is typed.
     """
@@ -242,8 +257,8 @@ def version_metadata(
             "job_id": job_id,
             "signature": signature.as_dict(),
             # Which engine serves the version (chosen once, here) and, if scikit-learn,
-            # why the compiled one was refused: see ensembles.compiled.
-            "inference": fitted.inference,
+            # why the compiled one was refused: see ensembles.inference.compiling.
+            "inference": inference,
         }
     )
     return VersionMetadata.model_validate(fields)

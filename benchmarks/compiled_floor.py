@@ -11,7 +11,8 @@ onnxruntime``: not project dependencies), ONNX Runtime is measured as the other 
 engine, with its largest difference from scikit-learn.
 
 ``--composites`` measures voting, stacking and bagging ensembles instead, whose tree
-members are compiled (:mod:`ensembles.composite`); ``--batch`` sets the large request size.
+members are compiled (:mod:`ensembles.inference.composite`); ``--batch`` sets the large
+request size.
 
     .venv/bin/python benchmarks/compiled_floor.py [--repeats 200] [--batch-repeats 20]
         [--batch 10000] [--composites] [--json results.json]
@@ -43,7 +44,7 @@ from ensembles import (
     table_from_frame,
     train,
 )
-from ensembles.compiled import Compiled, compile_model
+from ensembles.inference import Engine, Servable, compile_model, prepare
 
 SEED = 42
 BATCH = 10_000
@@ -95,19 +96,20 @@ def sklearn_call(pipeline: Pipeline, classifier: bool, X: pd.DataFrame) -> Calla
     return (lambda: pipeline.predict_proba(X)) if classifier else (lambda: pipeline.predict(X))
 
 
-def compiled_call(engine: Compiled, X: pd.DataFrame) -> Callable[[], Any]:
-    if engine.task == "classification":
-        return lambda: engine.predict_with_proba(engine.transform(X))
-    return lambda: engine.predict(engine.transform(X))
+def compiled_call(served: Servable, engine: Engine, X: pd.DataFrame) -> Callable[[], Any]:
+    """The compiled engine's answer with the service's own preprocessing."""
+    classifier = served.signature.task == "classification"
+    return lambda: engine.answer(served.transform(X), with_proba=classifier)
 
 
-def crossover(pipeline: Pipeline, engine: Compiled, X: pd.DataFrame) -> int | None:
+def crossover(served: Servable, engine: Engine, X: pd.DataFrame) -> int | None:
     """The smallest swept size at which scikit-learn is at least as fast (None: never)."""
-    classifier = engine.task == "classification"
+    pipeline = served.pipeline
+    classifier = served.signature.task == "classification"
     for size in SWEEP:
         rows = X.iloc[np.arange(size) % len(X)]
         repeats = 15 if size <= 256 else 5
-        ours, _ = timings(compiled_call(engine, rows), repeats)
+        ours, _ = timings(compiled_call(served, engine, rows), repeats)
         theirs, _ = timings(sklearn_call(pipeline, classifier, rows), repeats)
         if theirs <= ours:
             return size
@@ -167,12 +169,13 @@ def measure(label: str, dataset: str, raw: dict[str, Any], args: argparse.Namesp
     data = select_training_data(table_from_frame(frame), "target")
     spec = resolve_ensemble(parse_estimator_spec(raw), data.task)
     evaluation = EvaluationSpec(holdout_fraction=0.0, cv_folds=0)
-    model = train(data, spec, evaluation, SEED, compile_inference=False)
+    model = train(data, spec, evaluation, SEED)
     pipeline, classifier = model.pipeline, data.task == "classification"
     engine, report = compile_model(pipeline, data.task, data.X, SEED)
     result: dict[str, Any] = {"model": f"{label} ({dataset})", "fidelity": report.as_dict()}
     if engine is None:
         return result
+    served = prepare(pipeline, model.signature, None)  # for its preprocessing only
     rng = np.random.default_rng(SEED)
     batch = data.X.iloc[rng.integers(0, len(data.X), args.batch)].reset_index(drop=True)
     singles = [data.X.iloc[[i]] for i in rng.integers(0, len(data.X), 16)]
@@ -189,16 +192,16 @@ def measure(label: str, dataset: str, raw: dict[str, Any], args: argparse.Namesp
 
     result["one_row"] = {
         "sklearn_us": timings(one(lambda x: sklearn_call(pipeline, classifier, x)), args.repeats),
-        "compiled_us": timings(one(lambda x: compiled_call(engine, x)), args.repeats),
+        "compiled_us": timings(one(lambda x: compiled_call(served, engine, x)), args.repeats),
     }
     n = args.batch_repeats
     result["batch"] = {
         "sklearn_us": timings(sklearn_call(pipeline, classifier, batch), n),
-        "compiled_us": timings(compiled_call(engine, batch), n),
+        "compiled_us": timings(compiled_call(served, engine, batch), n),
     }
-    Xt1 = engine.transform(singles[0])
+    Xt1 = served.transform(singles[0])
     result["engine_only_one_row_us"] = timings(lambda: engine.predict(Xt1), args.repeats)[0]
-    result["crossover_swept"] = crossover(pipeline, engine, batch)
+    result["crossover_swept"] = crossover(served, engine, batch)
     result["onnxruntime"] = onnx_candidate(pipeline, classifier, batch)
     return result
 

@@ -4,16 +4,8 @@ The domain library behind the service; it knows nothing about HTTP.  Public name
 re-exported here; the modules stay the place to read how each piece works.
 """
 
-from ensembles.batches import table_to_columns
 from ensembles.builders import FeatureColumn, build_estimator, build_pipeline
 from ensembles.catalog import ENSEMBLE_KINDS, KINDS, Kind, Task, catalog_document
-from ensembles.compiled import (
-    CompiledModel,
-    FidelityReport,
-    compile_model,
-    predict_rows,
-    rebuild,
-)
 from ensembles.data import (
     ColumnSummary,
     Table,
@@ -41,16 +33,20 @@ from ensembles.errors import (
     TrainingError,
     UnsupportedFormatError,
 )
-from ensembles.prediction import (
-    PredictionArrays,
-    PredictionResult,
+from ensembles.inference import (
+    CheckedColumns,
+    CompiledModel,
+    FidelityReport,
+    Prediction,
     PredictOptions,
-    predict,
-    predict_arrays,
-    rows_to_columns,
-    rows_to_frame,
+    Servable,
+    check_rows,
+    check_table,
+    compile_model,
+    inference_verdict,
+    prepare,
+    rebuild,
 )
-from ensembles.serving import Servable, prepare
 from ensembles.signature import ModelSignature
 from ensembles.specs import (
     EstimatorSpec,
@@ -67,6 +63,7 @@ __all__ = [
     "ENSEMBLE_KINDS",
     "KINDS",
     "CancelToken",
+    "CheckedColumns",
     "ColumnSummary",
     "CompiledModel",
     "ConflictError",
@@ -82,9 +79,8 @@ __all__ = [
     "ModelSignature",
     "NotFoundError",
     "PredictOptions",
-    "PredictionArrays",
+    "Prediction",
     "PredictionInputError",
-    "PredictionResult",
     "Problem",
     "ProgressCallback",
     "Servable",
@@ -104,23 +100,20 @@ __all__ = [
     "build_pipeline",
     "catalog_document",
     "check_against_rows",
+    "check_rows",
+    "check_table",
     "compile_model",
+    "inference_verdict",
     "parse_estimator_spec",
     "parse_training_spec",
-    "predict",
-    "predict_arrays",
-    "predict_rows",
     "prepare",
     "read_table",
     "rebuild",
     "resolve_ensemble",
-    "rows_to_columns",
-    "rows_to_frame",
     "select_training_data",
     "table_from_frame",
     "table_from_records",
     "table_from_rows",
-    "table_to_columns",
     "table_to_parquet",
     "train",
 ]

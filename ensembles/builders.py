@@ -18,7 +18,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator
 from sklearn.calibration import CalibratedClassifierCV
 from sklearn.compose import ColumnTransformer
@@ -31,7 +30,6 @@ from ensembles.specs import EstimatorSpec
 
 NUMERIC_DTYPES = frozenset({"int64", "float64"})
 HGB_MAX_CATEGORIES = 255
-Rows = pd.DataFrame | Mapping[str, ArrayLike]
 
 
 @dataclass(frozen=True)
@@ -191,38 +189,3 @@ def known_categories(preprocessing: ColumnTransformer) -> dict[str, tuple[Any, .
                 bool(v) if isinstance(v, np.bool_) else v for v in plain if not pd.isna(v)
             )
     return known
-
-
-# --- applying a fitted preprocessing ----------------------------------------------------
-
-
-def stack_columns(rows: Rows, columns: tuple[str, ...]) -> NDArray[np.float64]:
-    """What a passthrough ColumnTransformer gives, as float64 (pandas' own block copy)."""
-    if isinstance(rows, pd.DataFrame):
-        frame = rows if tuple(rows.columns) == columns else rows[list(columns)]
-        return frame.to_numpy(dtype=np.float64)
-    return np.column_stack([np.asarray(rows[c], dtype=np.float64) for c in columns])
-
-
-def passthrough_columns(pipeline: Pipeline) -> tuple[str, ...] | None:
-    """The columns, when preprocessing only passes numeric columns through in order."""
-    if len(pipeline) != 2 or not isinstance(pipeline[0], ColumnTransformer):
-        return None
-    transformers = pipeline[0].transformers  # as built: fitting swaps in FunctionTransformer
-    if pipeline[0].remainder != "drop" or len(transformers) != 1:
-        return None
-    if transformers[0][1] != "passthrough":
-        return None
-    columns = list(transformers[0][2])
-    return tuple(columns) if all(isinstance(c, str) for c in columns) else None
-
-
-def preprocess_rows(
-    pipeline: Pipeline, passthrough: tuple[str, ...] | None, rows: Rows
-) -> NDArray[Any]:
-    """The fitted preprocessing's output for a frame or column arrays; ``passthrough``:
-    columns whose float64 stack is known to be exactly that output."""
-    if passthrough is not None:
-        return stack_columns(rows, passthrough)
-    frame = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(dict(rows))
-    return np.asarray(pipeline[:-1].transform(frame))

@@ -18,11 +18,9 @@ so the two levels do not fight over the cores (and on small tables BLAS threads 
 than they give: logistic regression fits 2-3x faster).  The stored model keeps ``n_jobs``
 unset, so its predictions run in one thread, in order, bit for bit repeatable.
 
-Once fitted and measured, the model is compiled for serving where it can be
-(:func:`ensembles.compiled.compile_model`: tree ensembles, and voting, stacking and bagging
-ensembles with tree members): the verdict, engine or the reason for scikit-learn, and for
-those composites each member's engine, is returned in ``FittedModel.inference`` for the
-version's metadata.
+Training does not compile: which engine serves the model is decided afterwards
+(:func:`ensembles.inference.inference_verdict`), on the rows training used
+(``FittedModel.train_rows``).
 
 What the data or the spec makes impossible is a :class:`TrainingError` with a path into
 the request: the hold-out split and the folds (:func:`split_rows`, :func:`cv_problems`,
@@ -63,7 +61,6 @@ from ensembles.builders import (
     output_columns,
 )
 from ensembles.catalog import KINDS, Kind, Task
-from ensembles.compiled import SKLEARN, compile_model
 from ensembles.data import TrainingData
 from ensembles.errors import Location, Problem, TrainingCancelledError, TrainingError
 from ensembles.members import members_of
@@ -93,10 +90,10 @@ class FittedModel:
     spec: EstimatorSpec
     metrics: Metrics
     feature_importances: dict[str, float] | None
+    # The rows the model was fitted on (the training part of the split): what a compiled
+    # engine is checked against before it may serve the model.
+    train_rows: pd.DataFrame = field(repr=False)
     training: dict[str, Any] = field(default_factory=dict)
-    # How the version is served: the compiled engine's fidelity verdict (engine, or the
-    # reason scikit-learn serves it); None when not checked (``compile_inference=False``).
-    inference: dict[str, Any] | None = None
 
 
 @dataclass
@@ -121,12 +118,8 @@ def train(
     *,
     on_progress: ProgressCallback | None = None,
     cancel: CancelToken | None = None,
-    compile_inference: bool = True,
 ) -> FittedModel:
-    """Split, fit, measure, compile.  ``spec`` must come from ``validation.resolve_ensemble``.
-
-    ``compile_inference=False`` skips the compiled engine's fidelity check (``inference`` None).
-    """
+    """Split, fit, measure.  ``spec`` must come from ``validation.resolve_ensemble``."""
     run = _Run(on_progress, cancel)
     started = time.perf_counter()
     task: Task = data.task
@@ -184,10 +177,6 @@ def train(
         )
     else:
         notes.append("no cross-validation (cv_folds = 0)")
-    inference = (
-        _inference(pipeline, task, X_train, random_state, run) if compile_inference else None
-    )
-    run.report(1, 1, "done")
     signature = ModelSignature(
         task,
         spec.kind,
@@ -210,6 +199,7 @@ def train(
             notes=notes,
         ),
         feature_importances=feature_importances(pipeline, kind),
+        train_rows=X_train,
         training={
             "duration_s": round(time.perf_counter() - started, 3),
             "n_estimators": fitted_estimator_count(ensemble),
@@ -218,18 +208,7 @@ def train(
             "random_state": random_state,
             "task_inferred": data.task_inferred,
         },
-        inference=inference,
     )
-
-
-def _inference(
-    pipeline: Pipeline, task: Task, X: pd.DataFrame, random_state: int, run: _Run
-) -> dict[str, Any]:
-    """The compiled engine's verdict on this model, as the version's metadata keeps it."""
-    run.check()
-    run.report(0, 1, "compiling")
-    _, report = compile_model(pipeline, task, X, random_state)
-    return {**report.as_dict(), "engine": report.engine or SKLEARN}
 
 
 @contextmanager

@@ -22,7 +22,8 @@ INSTANCES_SCHEMA: dict[str, Any] = {
         },
     ],
 }
-# Checked by the library (rows_to_frame), which names the row and column of every problem.
+# Checked by the library (ensembles.inference.check_rows), which names the row and column
+# of every problem.
 Instances = Annotated[Any, WithJsonSchema(INSTANCES_SCHEMA)]
 
 TABLE_BODY_SCHEMA: dict[str, Any] = {

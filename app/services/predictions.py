@@ -1,35 +1,26 @@
-"""Predictions: from body bytes to answer bytes in one go, on the event loop when that is
+"""Predictions: from body bytes to response bytes in one go, on the event loop when that is
 cheaper than a thread hand-off, else in one trip to a worker thread.
 
-Parse (orjson for JSON; Arrow IPC or Parquet bodies are read by pyarrow without copying
-the numbers), resolve the version, get the servable model from the cache (loaded,
-checked and its compiled engine re-created only on a miss), check the rows straight into
-numpy arrays, predict with the faster engine for the request's size, and write the answer
-(orjson, numpy arrays written as they are).  On a cache hit nothing is read from disk:
-the version reference is resolved from memory while the registry database is unchanged
+The stages of one prediction, as :mod:`ensembles.inference` names them: the body is
+parsed into the request's **rows** (orjson for JSON; Arrow IPC or Parquet bodies are read
+by pyarrow without copying the numbers); the version is resolved and its servable model
+taken from the cache (loaded, checked and its compiled engine re-created only on a miss);
+the rows become **checked columns**; the servable's engine **answers** and the
+**prediction** holds what was asked for; the **response** is written by orjson, numpy
+arrays as they are.  On a cache hit nothing is read from disk: the version reference is
+resolved from memory while the registry database is unchanged
 (``SqlRegistry.resolve_version``) and the model is already loaded.
 
-Where it runs, measured with ``make bench`` (random forests, 2 cores): a small JSON body
-(``INLINE_MAX_BYTES``, a few dozen rows) whose version and model are already in memory
-and that only native engines answer (GTIL and numpy members: tens of microseconds of
-CPU; ``Servable.native_for``) is answered on the event loop itself: when measured, one
-row at p50 0.9 ms instead of 1.3 ms through a thread, 16 clients 1,170 instead of 560
-requests/s.  Everything else (a load, a database read, any scikit-learn call, votes and
-spread, big bodies, every table body) goes to a worker thread, once, so the loop never
-waits on I/O or on more than a fraction of a millisecond of CPU.
-
-Where the time of a 10,000-row request goes (random forest, 30 columns, in process):
-columnar JSON spends 10-12 ms in orjson, 7-8 ms checking its lists into one float64 array
-and 3 ms freeing them, next to 26 ms of scikit-learn; an Arrow IPC body of the same rows
-is read and checked in 0.3 ms.  Writing the answer (numpy arrays straight to orjson)
-takes about 1 ms, so answering in Arrow as well would save little.
+Rule: a small JSON body (``INLINE_MAX_BYTES``) whose version and model are in memory and
+that only native engines answer (``Servable.native_for``) is answered on the event loop;
+everything else (a load, a database read, any scikit-learn call, votes and spread, big
+bodies, every table body) goes to a worker thread, once, so the loop never waits on I/O
+or on more than a fraction of a millisecond of CPU.  Figures: docs/performance.md.
 """
 
 from __future__ import annotations
 
 import gc
-from dataclasses import dataclass
-from typing import Any
 
 import orjson
 from pydantic import ValidationError
@@ -39,22 +30,19 @@ from app.problems import InvalidRequestError, count_text, validation_problems
 from app.schemas.predictions import PredictOptionsIn, PredictRequest
 from app.services.container import Services
 from app.threads import in_thread
-from ensembles import ModelSignature, PredictOptions, predict_arrays, rows_to_columns
-from ensembles.batches import table_to_columns
+from ensembles import ModelSignature
 from ensembles.errors import IntegrityError, PredictionInputError, Problem
-from ensembles.prediction import Columns
+from ensembles.inference import (
+    CheckedColumns,
+    PredictOptions,
+    Servable,
+    check_rows,
+    check_table,
+    prepare,
+)
 from ensembles.registry import VersionRecord
-from ensembles.serving import Servable, prepare
 
 INLINE_MAX_BYTES = 8 * 1024  # bodies up to this size may be answered on the event loop
-
-
-@dataclass(frozen=True)
-class _Loaded:
-    """A cache entry: the version's servable model and its signature, parsed once."""
-
-    servable: Servable
-    signature: ModelSignature
 
 
 async def predict_version(
@@ -64,26 +52,15 @@ async def predict_version(
     body: bytes,
     query_options: PredictOptionsIn | None = None,
 ) -> bytes:
-    """The JSON answer to the prediction request ``body``; ``query_options`` are the
+    """The response to the JSON prediction request ``body``; ``query_options`` are the
     options given in the query string, under those of the body."""
     if len(body) <= INLINE_MAX_BYTES:
         request = _parse(body, query_options)
-        inline = _answer_inline(services, name, ref, request)
+        inline = _inline_response(services, name, ref, request)
         if inline is not None:
             return inline
-        return await in_thread(_answer, services, name, ref, request)
-    return await in_thread(answer, services, name, ref, body, query_options)
-
-
-def answer(
-    services: Services,
-    name: str,
-    ref: str,
-    body: bytes,
-    query_options: PredictOptionsIn | None = None,
-) -> bytes:
-    """The whole prediction request, synchronously (blocking: call it from a worker thread)."""
-    return _answer(services, name, ref, _parse(body, query_options))
+        return await in_thread(_response, services, name, ref, request)
+    return await in_thread(_body_response, services, name, ref, body, query_options)
 
 
 async def predict_table(
@@ -94,11 +71,22 @@ async def predict_table(
     fmt: TableFormat,
     options: PredictOptionsIn,
 ) -> bytes:
-    """The JSON answer for the rows of an Arrow IPC or Parquet body (always in a thread)."""
-    return await in_thread(answer_table, services, name, ref, body, fmt, options)
+    """The response for the rows of an Arrow IPC or Parquet body (always in a thread)."""
+    return await in_thread(_table_response, services, name, ref, body, fmt, options)
 
 
-def answer_table(
+def _body_response(
+    services: Services,
+    name: str,
+    ref: str,
+    body: bytes,
+    query_options: PredictOptionsIn | None,
+) -> bytes:
+    """A JSON body's whole prediction, synchronously (blocking: a worker thread's job)."""
+    return _response(services, name, ref, _parse(body, query_options))
+
+
+def _table_response(
     services: Services,
     name: str,
     ref: str,
@@ -106,16 +94,16 @@ def answer_table(
     fmt: TableFormat,
     options: PredictOptionsIn,
 ) -> bytes:
-    """A table body's prediction request, synchronously: the table is read first (a 422 or
-    413 for the body comes before a 404, as for JSON bodies), then checked against the
-    version's signature column by column, straight into numpy."""
+    """A table body's prediction, synchronously: the table is read first (a 422 or 413 for
+    the body comes before a 404, as for JSON bodies), then checked against the version's
+    signature column by column, straight into numpy."""
     max_rows = services.settings.max_predict_rows
     table = read_table_body(body, fmt, max_rows)
     record = services.registry.resolve_version(name, ref)
-    loaded = _load(services, record)
-    columns, warnings = table_to_columns(loaded.signature, table, max_rows)
+    servable = _servable(services, record)
+    checked = check_table(servable.signature, table, max_rows)
     try:
-        return _write(services, record, loaded, columns, warnings, options)
+        return _write(services, record, servable, checked, options)
     except PredictionInputError as exc:
         raise _in_query(exc) from None
 
@@ -132,56 +120,53 @@ def _in_query(exc: PredictionInputError) -> PredictionInputError:
     return PredictionInputError(f"{len(problems)} problem{plural} in the query", problems)
 
 
-def _answer_inline(
+def _inline_response(
     services: Services, name: str, ref: str, request: PredictRequest
 ) -> bytes | None:
-    """The answer if it needs no I/O and only native engines (GTIL, numpy members: tens of
-    microseconds of CPU for a few rows), else None: the request then goes to a thread."""
+    """The response if it needs no I/O and only native engines (GTIL, numpy members: tens
+    of microseconds of CPU for a few rows), else None: the request then goes to a thread."""
     options = request.options
     if options.voting is not None or options.return_votes or options.return_std:
         return None  # scikit-learn's members answer these
     record = services.registry.resolved_version(name, ref)
     if record is None:
         return None
-    loaded = services.cache.peek(_key(record))
-    if not isinstance(loaded, _Loaded):
+    servable = services.cache.peek(_key(record))
+    if not isinstance(servable, Servable):
         return None
     instances = request.instances
     rows = instances.get("data") if isinstance(instances, dict) else instances
-    if not isinstance(rows, list) or not loaded.servable.native_for(len(rows)):
+    if not isinstance(rows, list) or not servable.native_for(len(rows)):
         return None
-    return _respond(services, record, loaded, request)
+    return _checked_response(services, record, servable, request)
 
 
-def _answer(services: Services, name: str, ref: str, request: PredictRequest) -> bytes:
+def _response(services: Services, name: str, ref: str, request: PredictRequest) -> bytes:
     record: VersionRecord = services.registry.resolve_version(name, ref)
-    return _respond(services, record, _load(services, record), request)
+    return _checked_response(services, record, _servable(services, record), request)
 
 
-def _respond(
-    services: Services, record: VersionRecord, loaded: _Loaded, request: PredictRequest
+def _checked_response(
+    services: Services, record: VersionRecord, servable: Servable, request: PredictRequest
 ) -> bytes:
-    columns, warnings = rows_to_columns(
-        loaded.signature, request.instances, services.settings.max_predict_rows
-    )
-    return _write(services, record, loaded, columns, warnings, request.options)
+    """The request's rows checked against the version's signature, then predicted."""
+    max_rows = services.settings.max_predict_rows
+    checked = check_rows(servable.signature, request.instances, max_rows)
+    return _write(services, record, servable, checked, request.options)
 
 
 def _write(
     services: Services,
     record: VersionRecord,
-    loaded: _Loaded,
-    columns: Columns,
-    warnings: list[str],
+    servable: Servable,
+    checked: CheckedColumns,
     options: PredictOptionsIn,
 ) -> bytes:
-    """Predict the checked columns and write the answer; numpy arrays (probabilities,
+    """Predict the checked columns and write the response; numpy arrays (probabilities,
     regression values, std) go to orjson as they are, without a Python float per cell."""
-    signature = loaded.signature
-    result = predict_arrays(
-        loaded.servable,
-        signature,
-        columns,
+    signature = servable.signature
+    prediction = servable.predict(
+        checked.columns,
         PredictOptions(
             voting=options.voting,
             return_proba=options.return_proba,
@@ -189,18 +174,18 @@ def _write(
             return_std=options.return_std,
         ),
     )
-    services.metrics.observe_prediction(record.model, len(result.predictions))
-    document: dict[str, Any] = {
+    services.metrics.observe_prediction(record.model, len(prediction.predictions))
+    response: dict[str, object] = {
         "model": record.model,
         "version": record.version,
         "task": signature.task,
-        "predictions": result.predictions,
+        "predictions": prediction.predictions,
     }
     if signature.classes is not None:
-        document["classes"] = list(signature.classes)
-    document.update(result.as_dict())  # only what was asked for
-    document["warnings"] = warnings
-    return orjson.dumps(document, option=orjson.OPT_SERIALIZE_NUMPY)
+        response["classes"] = list(signature.classes)
+    response.update(prediction.as_dict())  # only what was asked for
+    response["warnings"] = checked.warnings
+    return orjson.dumps(response, option=orjson.OPT_SERIALIZE_NUMPY)
 
 
 def _parse(body: bytes, query_options: PredictOptionsIn | None = None) -> PredictRequest:
@@ -236,10 +221,10 @@ def _key(record: VersionRecord) -> tuple[str, int, str]:
     return (record.model, record.version, record.artifact_sha256)
 
 
-def _load(services: Services, record: VersionRecord) -> _Loaded:
+def _servable(services: Services, record: VersionRecord) -> Servable:
     """The version's model ready to serve, from the cache or loaded into it."""
 
-    def load() -> _Loaded:
+    def load() -> Servable:
         raw_signature = record.metadata.get("signature")
         if not isinstance(raw_signature, dict):
             raise IntegrityError(
@@ -249,16 +234,14 @@ def _load(services: Services, record: VersionRecord) -> _Loaded:
         pipeline = services.registry.load_model(record.model, record.version)
         inference = record.metadata.get("inference")
         recorded = inference if isinstance(inference, dict) else None
-        loaded = _Loaded(prepare(pipeline, signature.task, recorded), signature)
-        # A loaded model (and the server's own objects) will live long: keep them out of
-        # the cyclic collector's full scans, which otherwise cost a 10,000-row request
-        # (tens of thousands of new lists) 10-50 ms.  Garbage is collected first, so only
-        # live objects are frozen; this runs once per load, never per request.
+        servable = prepare(pipeline, signature, recorded)
+        # Rule: collect, then freeze, once per load (never per request), so the cyclic
+        # collector's full scans skip the long-lived model.  Figures: docs/performance.md.
         gc.collect()
         gc.freeze()
-        return loaded
+        return servable
 
-    loaded = services.cache.get_or_load(_key(record), load, record.artifact_size)
-    if not isinstance(loaded, _Loaded):  # the cache is typed loosely (object)
-        raise TypeError(f"unexpected model cache entry {type(loaded).__name__}")
-    return loaded
+    servable = services.cache.get_or_load(_key(record), load, record.artifact_size)
+    if not isinstance(servable, Servable):  # the cache is typed loosely (object)
+        raise TypeError(f"unexpected model cache entry {type(servable).__name__}")
+    return servable

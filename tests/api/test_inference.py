@@ -20,7 +20,7 @@ from fastapi import FastAPI
 from app import worker
 from app.services.training import prepare_job
 from app.threads import in_thread
-from ensembles import compiled as compiled_module
+from ensembles.inference import ENGINE, SKLEARN, compiling
 from tests.api.support import IRIS_FEATURES, Api, forest, iris_frame, records
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
@@ -42,21 +42,22 @@ async def _predict_and_compare(api: Api, app: FastAPI, model: str) -> Any:
     np.testing.assert_allclose(answer["probabilities"], expected, rtol=0, atol=1e-9)
     services = app.state.services
     record = await in_thread(services.registry.get_version, model, "latest")
-    loaded = services.cache.peek((record.model, record.version, record.artifact_sha256))
-    assert loaded is not None, "the model should be cached after a prediction"
-    return loaded.servable
+    servable = services.cache.peek((record.model, record.version, record.artifact_sha256))
+    assert servable is not None, "the model should be cached after a prediction"
+    return servable
 
 
 async def test_the_version_records_the_engine_chosen_at_creation(api: Api, app: FastAPI) -> None:
     dataset = await api.iris()
     compiled = await api.train("iris-forest", forest(dataset, n_estimators=12))
     inference = compiled["inference"]
-    assert inference["ok"] is True and inference["engine"] == compiled_module.ENGINE
+    assert inference["ok"] is True and inference["engine"] == ENGINE
     assert inference["reason"] is None
     assert inference["n_rows_checked"] >= 150 and inference["max_abs_diff"] <= 1e-9
     assert inference["crossover_rows"] >= 1
     servable = await _predict_and_compare(api, app, "iris-forest")
-    assert servable.compiled is not None and servable.engine_for(1) == compiled_module.ENGINE
+    assert [e.name for e in servable.engines] == [ENGINE, SKLEARN]
+    assert servable.engine_for(1).name == ENGINE
 
     members = [
         {"name": "lr", "kind": "logistic_regression"},
@@ -65,10 +66,10 @@ async def test_the_version_records_the_engine_chosen_at_creation(api: Api, app: 
     voting = {"kind": "voting", "params": {"voting": "soft"}, "estimators": members}
     plain = await api.train("iris-vote", {**forest(dataset), "ensemble": voting})
     assert plain["inference"]["ok"] is False
-    assert plain["inference"]["engine"] == compiled_module.SKLEARN
+    assert plain["inference"]["engine"] == SKLEARN
     assert "not a tree ensemble" in plain["inference"]["reason"]
     servable = await _predict_and_compare(api, app, "iris-vote")
-    assert servable.compiled is None
+    assert [e.name for e in servable.engines] == [SKLEARN]
 
 
 async def test_a_voting_ensemble_with_a_forest_member_is_compiled_member_by_member(
@@ -83,11 +84,12 @@ async def test_a_voting_ensemble_with_a_forest_member_is_compiled_member_by_memb
     voting = {"kind": "voting", "params": {"voting": "soft"}, "estimators": members}
     version = await api.train("iris-mixed-vote", {**forest(dataset), "ensemble": voting})
     inference = version["inference"]
-    assert inference["ok"] is True and inference["engine"] == compiled_module.ENGINE
+    assert inference["ok"] is True and inference["engine"] == ENGINE
     engines = {m["name"]: m["engine"] for m in inference["members"]}
-    assert engines == {"lr": "numpy", "rf": compiled_module.ENGINE, "nb": "numpy"}
+    assert engines == {"lr": "numpy", "rf": ENGINE, "nb": "numpy"}
     servable = await _predict_and_compare(api, app, "iris-mixed-vote")
-    assert servable.compiled is not None and servable.engine_for(1) == compiled_module.ENGINE
+    assert [e.name for e in servable.engines] == [ENGINE, SKLEARN]
+    assert servable.engine_for(1).name == ENGINE
 
 
 async def test_a_forced_fidelity_failure_is_served_by_sklearn_with_the_reason(
@@ -99,17 +101,18 @@ async def test_a_forced_fidelity_failure_is_served_by_sklearn_with_the_reason(
     document = await prepare_job(services.registry, services.settings, "forced", forest(dataset))
     job = await in_thread(services.registry.submit_job, "forced", document.to_json())
     await in_thread(services.registry.start_job, job.id)
-    monkeypatch.setattr(compiled_module, "compare", lambda *_args, **_kw: (FORCED, 0.5))
+    monkeypatch.setattr(compiling, "compare", lambda *_args, **_kw: (FORCED, 0.5))
     await in_thread(worker._run, services.registry, job.id, threading.Event())
     assert (await api.job(job.id))["status"] == "succeeded"
 
     version = (await api.client.get("/v1/models/forced/versions/1")).json()
     inference = version["inference"]
-    assert inference["ok"] is False and inference["engine"] == compiled_module.SKLEARN
+    assert inference["ok"] is False and inference["engine"] == SKLEARN
     assert inference["reason"] == FORCED and inference["max_abs_diff"] == 0.5
     monkeypatch.undo()  # loading re-checks nothing for a refused version: scikit-learn serves
     servable = await _predict_and_compare(api, app, "forced")
-    assert servable.compiled is None and servable.engine_for(1) == compiled_module.SKLEARN
+    assert [e.name for e in servable.engines] == [SKLEARN]
+    assert servable.engine_for(1).name == SKLEARN
 
 
 async def test_the_version_resource_documents_its_inference_field(api: Api) -> None:

@@ -76,7 +76,7 @@ def check(
 
 def fit(data: TrainingData, raw: dict[str, Any], holdout: float = 0.2, cv: int = 0) -> Any:
     evaluation = EvaluationSpec(holdout_fraction=holdout, cv_folds=cv)
-    return train(data, resolved(data, raw), evaluation, RS, compile_inference=False)
+    return train(data, resolved(data, raw), evaluation, RS)
 
 
 FOREST = {"kind": "random_forest", "params": {"n_estimators": 3}}
@@ -216,7 +216,7 @@ def test_a_value_error_of_our_own_code_is_not_the_users() -> None:
     data = iris()
     spec = EstimatorSpec(kind="random_forest", params={"n_estimators": "many"})
     with pytest.raises(ValueError, match="invalid literal for int") as failed:
-        train(data, spec, EvaluationSpec(), RS, compile_inference=False)
+        train(data, spec, EvaluationSpec(), RS)
     assert not isinstance(failed.value, TrainingError)
     assert not raised_by_scikit_learn(failed.value)
 

@@ -30,18 +30,19 @@ from sklearn.ensemble import (
 )
 from sklearn.pipeline import Pipeline
 
-from ensembles import compiled as compiled_module
-from ensembles import gtil
-from ensembles.compiled import (
+from ensembles.data import TrainingData, select_training_data, table_from_frame
+from ensembles.inference import (
     ENGINE,
     SKLEARN,
     CompiledModel,
     FidelityReport,
+    Servable,
     compile_model,
-    predict_rows,
+    compiling,
+    gtil,
+    prepare,
     rebuild,
 )
-from ensembles.data import TrainingData, select_training_data, table_from_frame
 from ensembles.specs import EvaluationSpec, parse_estimator_spec
 from ensembles.training import FittedModel, train
 from ensembles.validation import resolve_ensemble
@@ -106,6 +107,16 @@ def fitted(kind: str, name: str) -> FittedModel:
 def compiled(kind: str, name: str) -> tuple[CompiledModel | None, FidelityReport]:
     model = fitted(kind, name)
     return compile_model(model.pipeline, model.signature.task, dataset(name).X, calibrate=False)
+
+
+def served(model: FittedModel, engine: CompiledModel | None) -> Servable:
+    """The version's servable with ``engine`` as its compiled engine (None: without one)."""
+    servable = prepare(model.pipeline, model.signature, None)
+    return servable if engine is None else replace(servable, engines=(engine, *servable.engines))
+
+
+def preprocessed(pipeline: Pipeline, X: pd.DataFrame) -> NDArray[Any]:
+    return np.asarray(pipeline[:-1].transform(X))
 
 
 def _ok(kind: str, name: str) -> CompiledModel:
@@ -182,10 +193,10 @@ def test_compiled_answers_equal_the_pipeline_on_the_training_rows(kind: str, nam
     X = dataset(name).X
     assert report.engine == ENGINE and report.reason is None
     assert report.max_abs_diff <= TOL and report.n_rows_checked > len(X)
-    np.testing.assert_array_equal(engine.transform(X), model.pipeline[:-1].transform(X))
+    servable = served(model, replace(engine, max_rows=len(X)))  # compiled for the whole frame
+    np.testing.assert_array_equal(servable.transform(X), model.pipeline[:-1].transform(X))
     classifier = model.signature.task == "classification"
-    every_size = replace(engine, max_rows=len(X))  # the compiled engine for the whole frame
-    answer = predict_rows(model.pipeline, every_size, X, with_proba=classifier)
+    answer = servable.answer(X, with_proba=classifier)
     assert answer.engine == ENGINE
     if classifier:
         np.testing.assert_array_equal(answer.predictions, model.pipeline.predict(X))
@@ -251,7 +262,7 @@ def test_a_forest_of_two_disagreeing_trees_gives_sklearns_label_on_ties(
     X = data.X.apply(lambda column: column.to_numpy()[rng.integers(0, len(column), 500)])
     tied = _tied(model.pipeline.predict_proba(X))
     assert tied.sum() >= 20
-    labels, proba = engine.predict_with_proba(engine.transform(X))
+    labels, proba = engine.predict_with_proba(preprocessed(model.pipeline, X))
     expected = model.pipeline.predict(X)
     np.testing.assert_array_equal(labels, expected)
     np.testing.assert_allclose(proba, model.pipeline.predict_proba(X), rtol=0, atol=TOL)
@@ -282,7 +293,7 @@ def test_boosting_raw_scores_at_zero_give_sklearns_label(
     pipeline = _passthrough_pipeline(estimator, X, y)
     engine, report = compile_model(pipeline, "classification", X, calibrate=False)
     assert engine is not None, report.reason
-    labels, proba = engine.predict_with_proba(engine.transform(X))
+    labels, proba = engine.predict_with_proba(preprocessed(pipeline, X))
     np.testing.assert_array_equal(labels, pipeline.predict(X))
     np.testing.assert_allclose(proba, pipeline.predict_proba(X), rtol=0, atol=TOL)
     np.testing.assert_allclose(proba, 0.5, rtol=0, atol=TOL)  # every row is a tie
@@ -298,7 +309,7 @@ def test_multiclass_boosting_ties_give_the_first_class(nudged: float) -> None:
     pipeline = _passthrough_pipeline(estimator, data.X, data.y)
     engine, report = compile_model(pipeline, "classification", data.X, calibrate=False)
     assert engine is not None, report.reason
-    labels = engine.predict(engine.transform(data.X))
+    labels = engine.predict(preprocessed(pipeline, data.X))
     np.testing.assert_array_equal(labels, pipeline.predict(data.X))
     assert set(labels.tolist()) == {pipeline.classes_[0]}
 
@@ -336,9 +347,7 @@ def test_a_model_failing_the_fidelity_check_is_served_by_sklearn_with_the_reason
     assert report.n_rows_checked > len(X)
     stored = json.loads(json.dumps(report.as_dict()))  # what version metadata keeps
     assert stored["ok"] is False and reason in stored["reason"]
-    answer = predict_rows(
-        model.pipeline, engine, X, with_proba=model.signature.task != "regression"
-    )
+    answer = served(model, engine).answer(X, with_proba=model.signature.task != "regression")
     assert answer.engine == SKLEARN
     np.testing.assert_array_equal(answer.predictions, model.pipeline.predict(X))
     rebuilt, again = rebuild(model.pipeline, model.signature.task, stored)
@@ -362,7 +371,7 @@ def test_kinds_that_are_not_compiled_say_why(raw: dict[str, Any], reason: str) -
     engine, report = compile_model(model.pipeline, "classification", data.X)
     assert engine is None and not report.ok
     assert report.reason is not None and reason in report.reason
-    answer = predict_rows(model.pipeline, None, data.X)
+    answer = prepare(model.pipeline, model.signature, None).answer(data.X)
     assert answer.engine == SKLEARN
     np.testing.assert_array_equal(answer.predictions, model.pipeline.predict(data.X))
 
@@ -371,7 +380,7 @@ def test_a_model_the_engine_cannot_import_is_refused(monkeypatch: pytest.MonkeyP
     def refuse(_model: object) -> None:
         raise treelite.TreeliteError("Not supported model type")
 
-    monkeypatch.setattr(compiled_module.treelite.sklearn, "import_model", refuse)
+    monkeypatch.setattr(gtil.treelite.sklearn, "import_model", refuse)
     model = fitted("hist_gradient_boosting", "wine")
     engine, report = compile_model(model.pipeline, "classification", dataset("wine").X)
     assert engine is None
@@ -386,10 +395,11 @@ def test_a_model_the_engine_cannot_import_is_refused(monkeypatch: pytest.MonkeyP
 def test_the_engine_is_chosen_by_request_size() -> None:
     model, engine = fitted("random_forest", "breast_cancer"), _ok("random_forest", "breast_cancer")
     X = dataset("breast_cancer").X
-    assert engine.max_rows == compiled_module.DEFAULT_MAX_ROWS  # not calibrated here
+    assert engine.max_rows == compiling.DEFAULT_MAX_ROWS  # not calibrated here
     small, large = X.iloc[: engine.max_rows], X
-    assert predict_rows(model.pipeline, engine, small).engine == ENGINE
-    answer = predict_rows(model.pipeline, engine, large, with_proba=True)
+    servable = served(model, engine)
+    assert servable.answer(small).engine == ENGINE
+    answer = servable.answer(large, with_proba=True)
     assert answer.engine == SKLEARN
     np.testing.assert_array_equal(answer.predictions, model.pipeline.predict(large))
     assert answer.probabilities is not None
@@ -412,30 +422,34 @@ def test_rebuilt_and_unpickled_engines_answer_the_same() -> None:
     assert rebuilt is not None and checked.ok, checked.reason
     assert checked.n_rows_checked > 0 and checked.crossover_rows == report.crossover_rows
     unpickled = pickle.loads(pickle.dumps(engine))
-    Xt = engine.transform(dataset("wine").X)
+    Xt = preprocessed(model.pipeline, dataset("wine").X)
+    assert prepare(model.pipeline, model.signature, stored).passthrough is not None
     for other in (rebuilt, unpickled):
         assert other.max_rows == engine.max_rows
-        assert other.passthrough == engine.passthrough is not None
-        np.testing.assert_array_equal(other.predict_proba(Xt), engine.predict_proba(Xt))
+        np.testing.assert_array_equal(
+            other.answer(Xt, with_proba=True).probabilities,
+            engine.answer(Xt, with_proba=True).probabilities,
+        )
         np.testing.assert_array_equal(other.predict(Xt), engine.predict(Xt))
 
 
 def test_column_arrays_need_no_data_frame() -> None:
     model, engine = fitted("random_forest", "iris"), _ok("random_forest", "iris")
     X = dataset("iris").X
-    assert engine.passthrough is not None  # all numeric, nothing missing: columns stacked
+    servable = served(model, engine)
+    assert servable.passthrough is not None  # all numeric, nothing missing: columns stacked
     arrays = {c: X[c].to_numpy() for c in reversed(X.columns)}
-    np.testing.assert_array_equal(engine.transform(arrays), model.pipeline[:-1].transform(X))
-    answer = predict_rows(model.pipeline, engine, arrays)
+    np.testing.assert_array_equal(servable.transform(arrays), model.pipeline[:-1].transform(X))
+    answer = servable.answer(arrays)
     np.testing.assert_array_equal(answer.predictions, model.pipeline.predict(X))
-    mixed = _ok("random_forest", "mixed_wine")
+    mixed = served(fitted("random_forest", "mixed_wine"), _ok("random_forest", "mixed_wine"))
     assert mixed.passthrough is None  # one-hot and imputation: scikit-learn preprocesses
 
 
 @pytest.mark.filterwarnings("ignore:overflow encountered in cast:RuntimeWarning")
 def test_rows_scikit_learn_refuses_are_refused_the_same_way() -> None:
     model, engine = fitted("random_forest", "breast_cancer"), _ok("random_forest", "breast_cancer")
-    Xt = engine.transform(dataset("breast_cancer").X.iloc[:3]).copy()
+    Xt = preprocessed(model.pipeline, dataset("breast_cancer").X.iloc[:3]).copy()
     Xt[1, 0] = 1e300  # beyond float32: scikit-learn refuses it
     with pytest.raises(ValueError, match="too large") as ours:
         engine.predict(Xt)
@@ -449,7 +463,7 @@ def test_rows_scikit_learn_refuses_are_refused_the_same_way() -> None:
 def test_histogram_boosting_routes_missing_and_infinite_values_as_sklearn() -> None:
     model = fitted("hist_gradient_boosting", "mixed_diabetes")
     engine = _ok("hist_gradient_boosting", "mixed_diabetes")
-    Xt = np.asarray(engine.transform(dataset("mixed_diabetes").X.iloc[:40]), dtype=np.float64)
+    Xt = np.asarray(preprocessed(model.pipeline, dataset("mixed_diabetes").X.iloc[:40]), np.float64)
     Xt[::4, 0] = np.nan
     Xt[1::4, 2] = np.inf
     Xt[2::4, 3] = -np.inf
@@ -477,13 +491,14 @@ def test_rebuilding_refuses_an_engine_that_no_longer_answers_the_same(
 
 def test_one_engine_serves_concurrent_requests() -> None:
     engine = _ok("random_forest", "wine")
-    Xt = engine.transform(dataset("wine").X)
-    expected = engine.predict_proba(Xt)
+    Xt = preprocessed(fitted("random_forest", "wine").pipeline, dataset("wine").X)
+    expected = engine.answer(Xt, with_proba=True).probabilities
 
     def serve(start: int) -> bool:
         rows = slice(start, start + 3)
         return all(
-            np.array_equal(engine.predict_proba(Xt[rows]), expected[rows]) for _ in range(50)
+            np.array_equal(engine.answer(Xt[rows], with_proba=True).probabilities, expected[rows])
+            for _ in range(50)
         )
 
     with ThreadPoolExecutor(max_workers=4) as pool:
@@ -503,7 +518,7 @@ def test_the_configuration_made_once_answers_as_treelites_public_predict(
 ) -> None:
     assert gtil._PREDICT_WITH_CONFIG is not None, "treelite moved _predict_impl: see gtil.py"
     engine = _ok(kind, name)
-    Xt = engine.transform(dataset(name).X)
+    Xt = preprocessed(fitted(kind, name).pipeline, dataset(name).X)
     ours = engine.predict(Xt)
     scores = engine._scores(engine._input(Xt))
     monkeypatch.setattr(gtil, "_PREDICT_WITH_CONFIG", None)  # the public function

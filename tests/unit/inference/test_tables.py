@@ -1,5 +1,5 @@
 """Arrow tables -> checked numpy columns: the arrays and the problems of the same rows as
-JSON values (``rows_to_columns``), numbers read without a copy where Arrow allows it."""
+JSON values (``check_rows``), numbers read without a copy where Arrow allows it."""
 
 from __future__ import annotations
 
@@ -13,10 +13,9 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from ensembles.batches import table_to_columns
 from ensembles.builders import FeatureColumn
 from ensembles.errors import PredictionInputError, TooLargeError
-from ensembles.prediction import MAX_PROBLEMS, rows_to_columns
+from ensembles.inference.rows import MAX_PROBLEMS, check_rows, check_table
 from ensembles.signature import ModelSignature
 
 NUMBERS = ModelSignature(
@@ -44,16 +43,16 @@ def problems(signature: ModelSignature, instances: object) -> list[tuple[Any, st
     """The problems of ``instances`` (an Arrow table, or JSON values)."""
     with pytest.raises(PredictionInputError) as exc:
         if isinstance(instances, pa.Table):
-            table_to_columns(signature, instances)
+            check_table(signature, instances)
         else:
-            rows_to_columns(signature, instances)
+            check_rows(signature, instances)
     return [(p.loc, p.msg) for p in exc.value.problems]
 
 
 def same_as_json(signature: ModelSignature, table: pa.Table) -> dict[str, np.ndarray[Any, Any]]:
     """The table's arrays, checked equal (values and dtypes) to its rows sent as JSON."""
-    arrays, warnings = table_to_columns(signature, table)
-    expected, expected_warnings = rows_to_columns(signature, table.to_pylist())
+    arrays, warnings = check_table(signature, table)
+    expected, expected_warnings = check_rows(signature, table.to_pylist())
     assert list(arrays) == list(expected) == [f.name for f in signature.features]
     for name, array in arrays.items():
         assert array.dtype == expected[name].dtype, name
@@ -74,7 +73,7 @@ def _nan_or(value: object) -> object:
 
 def test_float64_columns_are_read_without_a_copy() -> None:
     table = pa.table({"b": [0.5, 1.5, -2.0], "a": [1.0, 2.0, 3.0], "note": ["x", "y", "z"]})
-    arrays, warnings = table_to_columns(NUMBERS, table)
+    arrays, warnings = check_table(NUMBERS, table)
     assert list(arrays) == ["a", "b"] and warnings == ["extra columns ignored: note"]
     assert np.shares_memory(arrays["a"], table.column("a").chunk(0).to_numpy())
     same_as_json(NUMBERS, table)
@@ -173,8 +172,8 @@ def test_unseen_categories_are_warned_of_as_in_json() -> None:
     ]
     for kind in (table, table.set_column(3, "city", pa.compute.dictionary_encode(table["city"]))):
         same_as_json(known, kind)
-        assert table_to_columns(known, kind)[1] == expected
-    assert table_to_columns(MIXED, table)[1] == expected[:1]  # no categories recorded
+        assert check_table(known, kind)[1] == expected
+    assert check_table(MIXED, table)[1] == expected[:1]  # no categories recorded
 
 
 @pytest.mark.parametrize(
@@ -212,7 +211,7 @@ def test_a_column_of_the_wrong_type_is_refused_row_by_row(
 def test_a_missing_column_is_missing_in_every_row_first_problems_shown() -> None:
     table = pa.table({"a": np.arange(60.0)})
     with pytest.raises(PredictionInputError) as exc:
-        table_to_columns(NUMBERS, table)
+        check_table(NUMBERS, table)
     shown = exc.value.problems
     assert len(shown) == MAX_PROBLEMS
     assert [p.loc for p in shown[:2]] == [("instances", 0, "b"), ("instances", 1, "b")]
@@ -229,7 +228,7 @@ def test_duplicate_columns_and_pandas_index_columns() -> None:
     frame = pd.DataFrame({"a": [1.0, 2.0], "b": [3.0, 4.0]}, index=[7, 9])
     indexed = pa.Table.from_pandas(frame)
     assert "__index_level_0__" in indexed.column_names
-    arrays, warnings = table_to_columns(NUMBERS, indexed)
+    arrays, warnings = check_table(NUMBERS, indexed)
     assert warnings == [] and arrays["a"].tolist() == [1.0, 2.0]
 
 
@@ -244,9 +243,9 @@ def test_record_batches_are_one_table() -> None:
 def test_row_limits() -> None:
     table = pa.table({"a": [1.0, 2.0, 3.0], "b": [1.0, 2.0, 3.0]})
     with pytest.raises(TooLargeError) as too_many:
-        table_to_columns(NUMBERS, table, max_rows=2)
+        check_table(NUMBERS, table, max_rows=2)
     assert [p.loc for p in too_many.value.problems] == [("instances",)]
-    assert len(table_to_columns(NUMBERS, table, max_rows=3)[0]["a"]) == 3
+    assert len(check_table(NUMBERS, table, max_rows=3)[0]["a"]) == 3
     assert problems(NUMBERS, table.slice(0, 0)) == [
         (("instances",), "no instances: send at least one row")
     ]

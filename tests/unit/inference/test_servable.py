@@ -4,8 +4,9 @@
   exactly what the careful path gives, and anything unusual takes the careful path;
 * a Servable answers exactly as the Pipeline (scikit-learn) or within 1e-9 (compiled),
   preprocessing by stacking columns only where that equals the ColumnTransformer;
-* training records the engine verdict, uses every core without changing the model, and
-  leaves ``n_jobs`` unset in the stored model.
+* the engine verdict is made after training (``inference_verdict``, as the worker does);
+  training uses every core without changing the model and leaves ``n_jobs`` unset in the
+  stored model.
 """
 
 from __future__ import annotations
@@ -18,13 +19,19 @@ import pandas as pd
 import pytest
 from sklearn.pipeline import Pipeline
 
-from ensembles import prediction
 from ensembles.builders import FeatureColumn, build_pipeline
-from ensembles.compiled import ENGINE, SKLEARN
 from ensembles.data import select_training_data, table_from_frame
+from ensembles.inference import (
+    ENGINE,
+    SKLEARN,
+    CompiledModel,
+    PredictOptions,
+    check_rows,
+    inference_verdict,
+    prepare,
+    rows,
+)
 from ensembles.members import members_of
-from ensembles.prediction import PredictOptions, predict, rows_to_columns, rows_to_frame
-from ensembles.serving import prepare
 from ensembles.signature import ModelSignature
 from ensembles.specs import EvaluationSpec, parse_estimator_spec
 from ensembles.training import FittedModel, every_core, train
@@ -56,7 +63,14 @@ def fitted(kind: str, name: str = "iris") -> FittedModel:
     return train(data, spec, NO_EVAL, 3)
 
 
-def rows(name: str = "iris", n: int = 40) -> pd.DataFrame:
+@cache
+def verdict(kind: str, name: str = "iris") -> dict[str, Any]:
+    """The version's ``inference`` metadata, as the worker records it after training."""
+    model = fitted(kind, name)
+    return inference_verdict(model.pipeline, model.signature.task, model.train_rows, 3)
+
+
+def sample(name: str = "iris", n: int = 40) -> pd.DataFrame:
     table = frame(name).drop(columns="target")
     return table.sample(n, random_state=1, replace=True).reset_index(drop=True)
 
@@ -68,8 +82,8 @@ def careful(
     monkeypatch: pytest.MonkeyPatch, signature: ModelSignature, instances: object
 ) -> tuple[dict[str, Any], list[str]]:
     with monkeypatch.context() as m:
-        m.setattr(prediction, "_numeric_columns", lambda *_: None)
-        return rows_to_columns(signature, instances)
+        m.setattr(rows, "_numeric_columns", lambda *_: None)
+        return check_rows(signature, instances)
 
 
 def _records_with_extra(X: pd.DataFrame) -> list[dict[str, Any]]:
@@ -83,7 +97,7 @@ def test_numeric_rows_take_the_fast_path_to_the_same_arrays(
     monkeypatch: pytest.MonkeyPatch, shape: str
 ) -> None:
     signature = fitted("random_forest").signature
-    X = rows()
+    X = sample()
     columns = list(X.columns)
     instances: object = {
         "records": lambda: X.to_dict(orient="records"),
@@ -95,8 +109,8 @@ def test_numeric_rows_take_the_fast_path_to_the_same_arrays(
         "records_extra": lambda: _records_with_extra(X),
         "ints": lambda: [{c: int(v * 10) for c, v in r.items()} for r in X.to_dict("records")],
     }[shape]()
-    assert prediction._numeric_columns(signature, instances, None) is not None
-    fast, fast_warnings = rows_to_columns(signature, instances)
+    assert rows._numeric_columns(signature, instances, None) is not None
+    fast, fast_warnings = check_rows(signature, instances)
     slow, slow_warnings = careful(monkeypatch, signature, instances)
     assert list(fast) == list(slow) == [f.name for f in signature.features]
     for name in fast:
@@ -110,16 +124,16 @@ def test_numeric_rows_take_the_fast_path_to_the_same_arrays(
 )
 def test_unusual_cells_take_the_careful_path(cell: object) -> None:
     signature = fitted("random_forest").signature
-    records = rows(n=3).to_dict(orient="records")
+    records = sample(n=3).to_dict(orient="records")
     records[1]["sepal width (cm)"] = cell
-    assert prediction._numeric_columns(signature, records, None) is None
+    assert rows._numeric_columns(signature, records, None) is None
     columnar = {"columns": list(records[0]), "data": [list(r.values()) for r in records]}
-    assert prediction._numeric_columns(signature, columnar, None) is None
+    assert rows._numeric_columns(signature, columnar, None) is None
 
 
 def test_malformed_input_takes_the_careful_path() -> None:
     signature = fitted("random_forest").signature
-    good = rows(n=2).to_dict(orient="records")
+    good = sample(n=2).to_dict(orient="records")
     header = list(good[0])
     for instances in (
         [],
@@ -129,8 +143,8 @@ def test_malformed_input_takes_the_careful_path() -> None:
         {"columns": [*header[:-1], header[0]], "data": [list(good[0].values())]},
         {"columns": header, "data": "rows"},
     ):
-        assert prediction._numeric_columns(signature, instances, None) is None
-    assert prediction._numeric_columns(signature, good, max_rows=1) is None  # 413 there
+        assert rows._numeric_columns(signature, instances, None) is None
+    assert rows._numeric_columns(signature, good, max_rows=1) is None  # 413 there
 
 
 def test_mixed_tables_keep_the_careful_path_and_the_column_transformer() -> None:
@@ -139,16 +153,16 @@ def test_mixed_tables_keep_the_careful_path_and_the_column_transformer() -> None
     spec = resolve_ensemble(parse_estimator_spec(SPECS["random_forest"]), data.task)
     model = train(data, spec, NO_EVAL, 3)
     instances = data.X.head(5).to_dict(orient="records")
-    assert prediction._numeric_columns(model.signature, instances, None) is None
-    columns, _ = rows_to_columns(model.signature, instances)
-    servable = prepare(model.pipeline, "classification", model.inference)
+    assert rows._numeric_columns(model.signature, instances, None) is None
+    columns, _ = check_rows(model.signature, instances)
+    inference = inference_verdict(model.pipeline, data.task, model.train_rows, 3)
+    servable = prepare(model.pipeline, model.signature, inference)
     assert servable.passthrough is None
     answer = servable.answer(columns, with_proba=True)
     np.testing.assert_array_equal(answer.predictions, model.pipeline.predict(data.X.head(5)))
     expected = model.pipeline.predict_proba(data.X.head(5))
     np.testing.assert_allclose(answer.probabilities, expected, rtol=0, atol=1e-9)
-    frame_in, _ = rows_to_frame(model.signature, instances)
-    assert list(frame_in.columns) == list(data.X.columns)
+    assert list(columns) == list(data.X.columns)
 
 
 # --- answers out ------------------------------------------------------------------------
@@ -158,8 +172,8 @@ def test_mixed_tables_keep_the_careful_path_and_the_column_transformer() -> None
 def test_a_servable_answers_as_the_pipeline(kind: str) -> None:
     model = fitted(kind)
     pipeline: Pipeline = model.pipeline
-    servable = prepare(pipeline, "classification", model.inference)
-    X = rows(n=300)
+    servable = prepare(pipeline, model.signature, verdict(kind))
+    X = sample(n=300)
     assert servable.passthrough == tuple(X.columns)  # a table of numbers: no DataFrame needed
     columns = {c: X[c].to_numpy() for c in X.columns}
     for size in (1, 7, 300):
@@ -181,17 +195,18 @@ def test_a_servable_answers_as_the_pipeline(kind: str) -> None:
 @pytest.mark.parametrize("kind", ["random_forest", "soft_voting", "stacking"])
 def test_predict_with_a_servable_equals_predict_with_the_pipeline(kind: str) -> None:
     model = fitted(kind)
-    servable = prepare(model.pipeline, "classification", model.inference)
-    X = rows(n=25)
+    inference = verdict(kind)
+    servable = prepare(model.pipeline, model.signature, inference)
+    X = sample(n=25)
     columns = {c: X[c].to_numpy() for c in X.columns}
     options = PredictOptions(return_proba=True)
-    by_pipeline = predict(model.pipeline, model.signature, X, options)
-    by_servable = predict(servable, model.signature, columns, options)
+    by_pipeline = prepare(model.pipeline, model.signature, None).predict(X, options)
+    by_servable = servable.predict(columns, options)
     assert by_servable.predictions == by_pipeline.predictions
     np.testing.assert_allclose(
         by_servable.probabilities, by_pipeline.probabilities, rtol=0, atol=1e-9
     )
-    assert by_servable.engine == (ENGINE if model.inference and model.inference["ok"] else SKLEARN)
+    assert by_servable.engine == (ENGINE if inference["ok"] else SKLEARN)
 
 
 @pytest.mark.parametrize(
@@ -212,11 +227,11 @@ def test_boosting_served_by_sklearn_walks_its_trees_once_for_the_same_bits(
         "params": {"n_estimators" if kind == "gradient_boosting" else "max_iter": 8},
     }
     model = train(data, resolve_ensemble(parse_estimator_spec(raw), data.task), NO_EVAL, 3)
-    servable = prepare(model.pipeline, data.task, None)  # no compiled engine: scikit-learn
+    servable = prepare(model.pipeline, model.signature, None)  # no compiled engine
     X = data.X
     expected_labels = model.pipeline.predict(X)
     expected_proba = model.pipeline.predict_proba(X)
-    estimator = type(servable.estimator)
+    estimator = type(servable.pipeline[-1])
     walks: list[int] = []
     original = estimator.decision_function
 
@@ -233,15 +248,18 @@ def test_boosting_served_by_sklearn_walks_its_trees_once_for_the_same_bits(
 
 def test_the_engine_follows_the_recorded_verdict() -> None:
     model = fitted("random_forest")
-    assert model.inference is not None and model.inference["engine"] == ENGINE
-    served = prepare(model.pipeline, "classification", model.inference)
-    assert served.compiled is not None and served.engine_for(1) == ENGINE
-    big = served.compiled.max_rows + 1
-    assert served.engine_for(big) == SKLEARN
-    unrecorded = prepare(model.pipeline, "classification", None)  # an older version
-    assert unrecorded.compiled is None and unrecorded.engine_for(1) == SKLEARN
-    refused = prepare(model.pipeline, "classification", {**model.inference, "ok": False})
-    assert refused.compiled is None
+    inference = verdict("random_forest")
+    assert inference["engine"] == ENGINE
+    served = prepare(model.pipeline, model.signature, inference)
+    compiled = served.engines[0]
+    assert isinstance(compiled, CompiledModel) and served.engine_for(1).name == ENGINE
+    big = compiled.max_rows + 1
+    assert served.engine_for(big).name == SKLEARN
+    unrecorded = prepare(model.pipeline, model.signature, None)  # an older version
+    assert [e.name for e in unrecorded.engines] == [SKLEARN]
+    assert unrecorded.engine_for(1).name == SKLEARN
+    refused = prepare(model.pipeline, model.signature, {**inference, "ok": False})
+    assert [e.name for e in refused.engines] == [SKLEARN]
 
 
 def test_members_without_samples_are_the_same_members() -> None:
@@ -254,9 +272,9 @@ def test_members_without_samples_are_the_same_members() -> None:
 # --- training ---------------------------------------------------------------------------
 
 
-def test_training_records_the_verdict_and_keeps_n_jobs_unset() -> None:
-    assert fitted("random_forest").inference is not None
-    voting = fitted("soft_voting").inference  # its decision tree is compiled (numpy: lr, nb)
+def test_the_verdict_after_training_and_n_jobs_left_unset() -> None:
+    assert verdict("random_forest") is not None
+    voting = verdict("soft_voting")  # its decision tree is compiled (numpy: lr, nb)
     assert voting is not None and voting["ok"] is True and voting["engine"] == ENGINE
     engines = {m["name"]: m["engine"] for m in voting["members"]}
     assert engines == {"lr": "numpy", "tree": ENGINE, "nb": "numpy"}
@@ -265,7 +283,7 @@ def test_training_records_the_verdict_and_keeps_n_jobs_unset() -> None:
         assert ensemble.get_params()["n_jobs"] is None
     data = training_data("iris")
     spec = resolve_ensemble(parse_estimator_spec(SPECS["random_forest"]), data.task)
-    assert train(data, spec, NO_EVAL, 3, compile_inference=False).inference is None
+    assert not hasattr(train(data, spec, NO_EVAL, 3), "inference")  # training never compiles
 
 
 @pytest.mark.parametrize("kind", ["random_forest", "bagging", "soft_voting", "stacking"])

@@ -1,18 +1,16 @@
 """Voting, stacking and bagging-family ensembles answered member by member, as scikit-learn does.
 
-scikit-learn answers one row of a soft vote of logistic regression, a 50-tree forest and
-naive Bayes in about 3 ms, nearly all of it the forest's per-tree Python overhead and each
-member's input validation.  Here the same ensemble is a tree of nodes, one per estimator,
-each answering on the rows it sees:
+Rule: answer each member in native code where an exact one exists, because scikit-learn's
+own answer for one row is mostly its forests' per-tree Python overhead and each member's
+input validation.  Figures: docs/performance.md.  The ensemble becomes a tree of nodes,
+one per estimator, each answering on the rows it sees:
 
 * tree members (forests, extra trees, gradient boosting, histogram gradient boosting,
-  single decision trees) by treelite's GTIL (:mod:`ensembles.gtil`); a bagging ensemble
-  whose members are all decision trees becomes *one* treelite forest of all of them, each
-  tree's features mapped back to the original columns (50 trees: 30 us a row, against
-  50 GTIL calls of 25 us each);
+  single decision trees) by treelite's GTIL (:mod:`ensembles.inference.gtil`); a bagging
+  ensemble whose members are all decision trees becomes *one* treelite forest of all of
+  them, each tree's features mapped back to the original columns;
 * logistic regression, Gaussian naive Bayes, linear regression and ridge by a few lines of
-  numpy doing scikit-learn's own arithmetic in its order (bit for bit the same answers on
-  the bundled datasets; 5-25 us a row against 90-140 us), each checked against its
+  numpy doing scikit-learn's own arithmetic in its order, each checked against its
   estimator on the check rows when the model is compiled (left to scikit-learn, with the
   reason, if it differs by more than 1e-9);
 * every other member by its own scikit-learn method, inside
@@ -36,8 +34,8 @@ checked; linear models, MLP or SVR for regression); otherwise the whole stacking
 left to scikit-learn.
 
 :class:`CompiledComposite` is the counterpart of ``CompiledModel`` for these kinds; it is
-made and checked by :func:`ensembles.compiled.compile_model`; the nodes are in
-:mod:`ensembles.nodes`.
+made and checked by :func:`ensembles.inference.compiling.compile_model`; the nodes are in
+:mod:`ensembles.inference.nodes`.
 """
 
 from __future__ import annotations
@@ -64,11 +62,18 @@ from sklearn.neural_network import MLPRegressor
 from sklearn.pipeline import Pipeline
 from sklearn.svm import SVR
 
-from ensembles.builders import Rows, preprocess_rows
 from ensembles.catalog import Task
-from ensembles.fidelity import compare
-from ensembles.gtil import ENGINE, IMPORT_ERRORS, TREES, import_model, import_trees, plan_for
-from ensembles.nodes import (
+from ensembles.inference.engines import SKLEARN, Answer
+from ensembles.inference.fidelity import compare
+from ensembles.inference.gtil import (
+    ENGINE,
+    IMPORT_ERRORS,
+    TREES,
+    import_model,
+    import_trees,
+    plan_for,
+)
+from ensembles.inference.nodes import (
     BaggingNode,
     LinearNode,
     LogisticNode,
@@ -93,7 +98,6 @@ __all__ = [
 ]
 
 NUMPY = "numpy"
-SKLEARN = "scikit-learn"
 FloatArray = NDArray[np.float64]
 MemberRecord = dict[str, str]  # name, kind, engine (and reason, when not compiled)
 
@@ -338,10 +342,10 @@ def _bagging_member(name: str) -> tuple[str, int] | None:
 class CompiledComposite:
     """A fitted pipeline's voting, stacking or bagging step with its tree members compiled.
 
-    The same interface as ``CompiledModel``; pickles by re-building from the pipeline.
+    An engine as ``CompiledModel`` is; pickles by re-building from the pipeline.
     """
 
-    engine: str
+    name: str  # the engine's name: ENGINE
     task: Task
     kind: str  # scikit-learn class of the ensemble step
     max_rows: int  # requests up to this many rows are faster here than in scikit-learn
@@ -350,14 +354,13 @@ class CompiledComposite:
     # Read once: the ensembles' own n_features_in_ costs a check_is_fitted (70 us).
     n_features: int = field(repr=False)
     members: tuple[MemberRecord, ...] = ()
-    passthrough: tuple[str, ...] | None = field(default=None, repr=False)
 
     @property
     def estimator(self) -> BaseEstimator:
         return self.pipeline[-1]
 
     def __reduce__(self) -> tuple[Any, ...]:
-        args = (self.pipeline, self.task, self.max_rows, self.passthrough, self.members)
+        args = (self.pipeline, self.task, self.max_rows, self.members)
         return (restore, args)
 
     @property
@@ -369,20 +372,13 @@ class CompiledComposite:
         """Is this engine the faster one for a request of ``n_rows`` rows?"""
         return n_rows <= self.max_rows
 
-    def transform(self, rows: Rows) -> NDArray[Any]:
-        """The preprocessed rows (ColumnTransformer's output) for a frame or column arrays."""
-        return preprocess_rows(self.pipeline, self.passthrough, rows)
+    def answer(self, Xt: NDArray[Any], *, with_proba: bool = False) -> Answer:
+        predictions, proba = self._answer(Xt)
+        return Answer(predictions, proba if with_proba else None, self.name)
 
     def predict(self, Xt: ArrayLike) -> NDArray[Any]:
         """Labels (classification) or values (regression), as the estimator's ``predict``."""
         return self._answer(Xt)[0]
-
-    def predict_proba(self, Xt: ArrayLike) -> FloatArray:
-        """Class probabilities, as the estimator's ``predict_proba``."""
-        proba = self.predict_with_proba(Xt)[1]
-        if proba is None:
-            raise AttributeError(f"{self.kind} gives no probabilities")
-        return proba
 
     def predict_with_proba(self, Xt: ArrayLike) -> tuple[NDArray[Any], FloatArray | None]:
         """Labels and probabilities (None where the estimator has none) from one pass."""
@@ -435,7 +431,6 @@ def restore(
     pipeline: Pipeline,
     task: Task,
     max_rows: int,
-    passthrough: tuple[str, ...] | None,
     members: Sequence[Mapping[str, Any]],
 ) -> CompiledComposite:
     """The compiled composite of a pipeline, members as ``members`` recorded them."""
@@ -453,5 +448,4 @@ def restore(
         root,
         int(estimator.n_features_in_),
         tuple(records),
-        passthrough,
     )

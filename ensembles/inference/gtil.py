@@ -4,8 +4,8 @@ One fitted tree model (a forest, extra trees, gradient boosting, histogram gradi
 boosting, a single decision tree, or the trees of a bagging ensemble together) becomes a
 treelite model plus a :class:`Plan`: how rows are prepared for it and how GTIL's raw
 output becomes the estimator's own probabilities, values and labels.  Used for whole
-ensembles by :mod:`ensembles.compiled` and for the tree members of voting, stacking and
-bagging by :mod:`ensembles.composite`; exactness rules are described in the former.
+ensembles by :mod:`ensembles.inference.compiled` and for the tree members of voting, stacking and
+bagging by :mod:`ensembles.inference.composite`; exactness rules are described in the former.
 
 Single decision trees, and the trees of a bagging ensemble with their feature subsets,
 have no importer of their own: they are handed to treelite's random forest importer as a
@@ -274,12 +274,12 @@ def gtil_scores(model: Any, X: FloatArray, plan: Plan) -> FloatArray:
 def _gtil_configs() -> tuple[Any, dict[bool, Any]]:
     """GTIL's predict with a configuration made once, and the two configurations.
 
-    ``treelite.gtil.predict`` builds its configuration (a JSON document parsed by the C
-    library) on every call: 11 of the 34 us a one-row call of a 100-stage boosting takes.
-    The same call with a configuration built once is ``_predict_impl`` in the module
-    behind it, which is private: if a treelite release moves it, the public function is
-    used (same answers, tested both ways).  A configuration is read-only once parsed, so
-    threads share it.
+    Rule: parse GTIL's configuration once, not per call: ``treelite.gtil.predict``
+    rebuilds it (a JSON document parsed by the C library) on every call, a large share
+    of a one-row call.  Figures: docs/performance.md.  The same call with a configuration
+    built once is ``_predict_impl`` in the module behind it, which is private: if a
+    treelite release moves it, the public function is used (same answers, tested both
+    ways).  A configuration is read-only once parsed, so threads share it.
     """
     module = getattr(treelite.gtil, "gtil", None)
     predict = getattr(module, "_predict_impl", None)

@@ -6,7 +6,7 @@ formulas, :class:`SklearnNode` by the estimator itself.  Combining nodes reprodu
 estimator's arithmetic on their members' answers (:class:`VotingNode`,
 :class:`BaggingNode`, :class:`StackingNode`).  Every answer comes with the rows that could
 not be called exactly (a tie within ``TIE_MARGIN``): the caller asks scikit-learn for those.
-How a node tree is built and checked: :mod:`ensembles.composite`.
+How a node tree is built and checked: :mod:`ensembles.inference.composite`.
 """
 
 from __future__ import annotations
@@ -20,7 +20,15 @@ from scipy.special import expit
 from sklearn.base import BaseEstimator
 from sklearn.ensemble import StackingRegressor
 
-from ensembles.gtil import TIE_MARGIN, Plan, cast_rows, decide, first_max, gtil_scores, link
+from ensembles.inference.gtil import (
+    TIE_MARGIN,
+    Plan,
+    cast_rows,
+    decide,
+    first_max,
+    gtil_scores,
+    link,
+)
 
 __all__ = [
     "BaggingNode",
@@ -115,7 +123,7 @@ class SklearnNode(Node):
 
 
 class TreesNode(Node):
-    """A tree model evaluated by GTIL (see :mod:`ensembles.gtil` for the plan)."""
+    """A tree model evaluated by GTIL (see :mod:`ensembles.inference.gtil` for the plan)."""
 
     approximate = True
 

@@ -43,19 +43,20 @@ from sklearn.pipeline import Pipeline
 from sklearn.svm import SVC, SVR
 from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor, ExtraTreeClassifier
 
-from ensembles import nodes
-from ensembles.compiled import (
+from ensembles.data import TrainingData
+from ensembles.inference import (
     ENGINE,
     SKLEARN,
     CompiledComposite,
     FidelityReport,
+    Servable,
     compile_model,
-    predict_rows,
+    inference_verdict,
+    nodes,
+    prepare,
     rebuild,
 )
-from ensembles.composite import quiet_sklearn
-from ensembles.data import TrainingData
-from ensembles.serving import prepare
+from ensembles.inference.composite import quiet_sklearn
 from ensembles.specs import EvaluationSpec, parse_estimator_spec
 from ensembles.training import FittedModel, train
 from ensembles.validation import resolve_ensemble
@@ -211,7 +212,22 @@ def fitted(case: str) -> tuple[FittedModel, TrainingData]:
     name, raw = CASES[case]
     data = training_data(name)
     spec = resolve_ensemble(parse_estimator_spec(raw), data.task)
-    return train(data, spec, NO_EVAL, RS, compile_inference=False), data
+    return train(data, spec, NO_EVAL, RS), data
+
+
+def served(model: FittedModel, engine: CompiledComposite) -> Servable:
+    """The version's servable with ``engine`` as its compiled engine."""
+    servable = prepare(model.pipeline, model.signature, None)
+    return replace(servable, engines=(engine, *servable.engines))
+
+
+def preprocessed(pipeline: Pipeline, X: pd.DataFrame) -> NDArray[Any]:
+    return np.asarray(pipeline[:-1].transform(X))
+
+
+def verdict(model: FittedModel) -> dict[str, Any]:
+    """The version's ``inference`` metadata, as the worker records it after training."""
+    return inference_verdict(model.pipeline, model.signature.task, model.train_rows, RS)
 
 
 @cache
@@ -327,16 +343,14 @@ def test_the_compiled_composite_answers_as_the_pipeline(case: str) -> None:
     model, data = fitted(case)
     engine, report = compiled(case)
     assert report.ok and report.engine == ENGINE, report.reason
-    assert engine is not None and engine.engine == ENGINE
+    assert engine is not None and engine.name == ENGINE
     assert report.max_abs_diff <= TOL and report.n_rows_checked > len(data.X)
     assert any(m["engine"] == ENGINE for m in report.members)  # a tree member is compiled
     X = data.X
     classifier = data.task == "classification"
-    answer = predict_rows(
-        model.pipeline, replace(engine, max_rows=len(X)), X, with_proba=classifier
-    )
+    answer = served(model, replace(engine, max_rows=len(X))).answer(X, with_proba=classifier)
     assert answer.engine == ENGINE
-    assert deferred(engine, engine.transform(X)) < 0.05  # the compiled path answers them
+    assert deferred(engine, preprocessed(model.pipeline, X)) < 0.05  # compiled answers them
     if classifier:
         np.testing.assert_array_equal(answer.predictions, model.pipeline.predict(X))
         if hasattr(model.pipeline, "predict_proba"):
@@ -425,7 +439,7 @@ def _fitted_and_compiled(
 ) -> tuple[FittedModel, CompiledComposite]:
     """The trained model (no verdict recorded) and its compiled engine, which must exist."""
     spec = resolve_ensemble(parse_estimator_spec(raw), data.task)
-    model = train(data, spec, NO_EVAL, RS, compile_inference=False)
+    model = train(data, spec, NO_EVAL, RS)
     engine, report = compile_model(model.pipeline, "classification", data.X, calibrate=False)
     assert isinstance(engine, CompiledComposite), report.reason
     return model, engine
@@ -450,7 +464,7 @@ def test_tied_probabilities_get_sklearns_labels(kind: str, name: str, nudged: fl
     top = np.sort(expected_proba, axis=1)
     tied = top[:, -1] == top[:, -2]
     assert tied.sum() >= 10
-    labels, proba = engine.predict_with_proba(engine.transform(X))
+    labels, proba = engine.predict_with_proba(preprocessed(model.pipeline, X))
     np.testing.assert_array_equal(labels, model.pipeline.predict(X))
     assert proba is not None
     np.testing.assert_allclose(proba, expected_proba, rtol=0, atol=TOL)
@@ -462,7 +476,7 @@ def test_hard_votes_that_tie_go_to_the_first_class_as_in_sklearn(nudged: float) 
     raw = {"kind": "voting", "params": {"voting": "hard"}, "estimators": trees}
     model, engine = _fitted_and_compiled(data, raw)
     X = _resampled(data, 400)
-    Xt = engine.transform(X)
+    Xt = preprocessed(model.pipeline, X)
     votes = np.array([m.predict(Xt) for m in model.pipeline[-1].estimators_])
     assert (votes[0] != votes[1]).sum() >= 10  # one vote each: a tie
     labels, proba = engine.predict_with_proba(Xt)
@@ -503,8 +517,9 @@ def test_a_composite_failing_the_check_is_served_by_sklearn_with_the_reason(
     stored = json.loads(json.dumps(report.as_dict()))
     rebuilt, again = rebuild(model.pipeline, data.task, stored)
     assert rebuilt is None and again.reason == report.reason
-    servable = prepare(model.pipeline, data.task, {**stored, "engine": SKLEARN})
-    assert servable.compiled is None and servable.engine_for(1) == SKLEARN
+    servable = prepare(model.pipeline, model.signature, {**stored, "engine": SKLEARN})
+    assert [e.name for e in servable.engines] == [SKLEARN]
+    assert servable.engine_for(1).name == SKLEARN
     answer = servable.answer(data.X.head(5))
     assert answer.engine == SKLEARN
     np.testing.assert_array_equal(answer.predictions, model.pipeline.predict(data.X.head(5)))
@@ -526,7 +541,7 @@ def test_a_numpy_member_that_differs_is_left_to_sklearn_and_stays_so(
     lr = report.members[0]
     assert lr["name"] == "lr" and lr["engine"] == SKLEARN
     assert "probabilities differ" in lr["reason"]
-    assert_same(engine, model.pipeline[-1], engine.transform(data.X))
+    assert_same(engine, model.pipeline[-1], preprocessed(model.pipeline, data.X))
     rebuilt, _ = rebuild(model.pipeline, "classification", json.loads(json.dumps(report.as_dict())))
     assert isinstance(rebuilt, CompiledComposite)
     assert isinstance(rebuilt.root, nodes.VotingNode)
@@ -557,10 +572,11 @@ def test_a_numpy_member_that_differs_is_left_to_sklearn_and_stays_so(
 def test_composites_without_a_compiled_member_say_why(raw: dict[str, Any], reason: str) -> None:
     data = training_data("wine")
     model = train(data, resolve_ensemble(parse_estimator_spec(raw), data.task), NO_EVAL, RS)
-    assert model.inference is not None and model.inference["ok"] is False
-    assert model.inference["engine"] == SKLEARN and reason in model.inference["reason"]
-    servable = prepare(model.pipeline, "classification", model.inference)
-    assert servable.compiled is None
+    inference = verdict(model)
+    assert inference["ok"] is False
+    assert inference["engine"] == SKLEARN and reason in inference["reason"]
+    servable = prepare(model.pipeline, model.signature, inference)
+    assert [e.name for e in servable.engines] == [SKLEARN]
     np.testing.assert_array_equal(
         servable.answer(data.X).predictions, model.pipeline.predict(data.X)
     )
@@ -680,7 +696,7 @@ def test_hand_built_ensembles_are_compiled_exactly(case: str) -> None:
     task = "regression" if name == "diabetes" else "classification"
     engine, report = compile_model(pipeline, task, X, calibrate=False)
     assert isinstance(engine, CompiledComposite) and report.ok, report.reason
-    Xt = engine.transform(X)
+    Xt = preprocessed(pipeline, X)
     assert_same(engine, pipeline[-1], Xt)
     assert_same(engine, pipeline[-1], threshold_rows(pipeline[-1], Xt))
 
@@ -689,7 +705,7 @@ def test_hand_built_ensembles_are_compiled_exactly(case: str) -> None:
 def test_rows_sklearn_refuses_are_refused_the_same_way() -> None:
     model, data = fitted("soft_voting")
     engine = ok("soft_voting")
-    Xt = engine.transform(data.X.iloc[:3]).copy()
+    Xt = preprocessed(model.pipeline, data.X.iloc[:3]).copy()
     Xt[1, 0] = 1e300  # beyond float32: the forest member refuses it
     with pytest.raises(ValueError) as theirs:
         model.pipeline[-1].predict(Xt)
@@ -715,13 +731,16 @@ def test_rebuilt_and_unpickled_composites_answer_the_same(case: str) -> None:
     assert isinstance(rebuilt, CompiledComposite) and checked.ok, checked.reason
     assert checked.n_rows_checked > 0 and checked.members == report.members
     unpickled = pickle.loads(pickle.dumps(engine))
-    Xt = engine.transform(data.X)
+    Xt = preprocessed(model.pipeline, data.X)
+    assert prepare(model.pipeline, model.signature, stored).passthrough is not None
     for other in (rebuilt, unpickled):
         assert other.max_rows == engine.max_rows and other.members == engine.members
-        assert other.passthrough == engine.passthrough is not None
         np.testing.assert_array_equal(other.predict(Xt), engine.predict(Xt))
         if data.task == "classification":
-            np.testing.assert_array_equal(other.predict_proba(Xt), engine.predict_proba(Xt))
+            np.testing.assert_array_equal(
+                other.answer(Xt, with_proba=True).probabilities,
+                engine.answer(Xt, with_proba=True).probabilities,
+            )
 
 
 def test_rebuilding_refuses_a_composite_that_no_longer_answers_the_same(
@@ -736,18 +755,19 @@ def test_rebuilding_refuses_a_composite_that_no_longer_answers_the_same(
 
 
 @pytest.mark.parametrize("case", ["stacking_binary", "random_patches_regressor_of_forests"])
-def test_training_records_the_composite_and_the_service_uses_it_for_small_requests(
+def test_the_verdict_records_the_composite_and_the_service_uses_it_for_small_requests(
     case: str,
 ) -> None:
     name, raw = CASES[case]
     data = training_data(name)
     model = train(data, resolve_ensemble(parse_estimator_spec(raw), data.task), NO_EVAL, RS)
-    inference = model.inference
-    assert inference is not None and inference["ok"] is True and inference["engine"] == ENGINE
+    inference = verdict(model)
+    assert inference["ok"] is True and inference["engine"] == ENGINE
     assert inference["crossover_rows"] >= 1 and inference["members"]
-    servable = prepare(model.pipeline, data.task, inference)
-    assert isinstance(servable.compiled, CompiledComposite)
-    assert servable.engine_for(1) == ENGINE
+    servable = prepare(model.pipeline, model.signature, inference)
+    compiled = servable.engines[0]
+    assert isinstance(compiled, CompiledComposite)
+    assert servable.engine_for(1).name == ENGINE
     X = data.X.head(5)
     columns = {c: X[c].to_numpy() for c in X.columns}
     classifier = data.task == "classification"
@@ -760,5 +780,5 @@ def test_training_records_the_composite_and_the_service_uses_it_for_small_reques
         )
     else:
         np.testing.assert_allclose(answer.predictions, model.pipeline.predict(X), rtol=0, atol=TOL)
-    big = servable.compiled.max_rows + 1
-    assert servable.engine_for(big) == SKLEARN
+    big = compiled.max_rows + 1
+    assert servable.engine_for(big).name == SKLEARN

@@ -8,10 +8,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ensembles import prediction
 from ensembles.builders import FeatureColumn
 from ensembles.errors import PredictionInputError
-from ensembles.prediction import rows_to_columns
+from ensembles.inference import rows
+from ensembles.inference.rows import check_rows
 from ensembles.signature import ModelSignature
 
 NAMES = ["a", "b", "c"]
@@ -38,18 +38,18 @@ def ones_and_zeros(n: int) -> list[list[Any]]:
 @pytest.mark.parametrize("bool_cell", [True, False, np.bool_(True)])
 def test_a_bool_among_numbers_is_found(mostly_binary: bool, bool_cell: object) -> None:
     data = ones_and_zeros(200) if mostly_binary else [[2.5, 3.5, 4.5] for _ in range(200)]
-    assert prediction._numeric_columns(SIGNATURE, columnar(data), None) is not None
+    assert rows._numeric_columns(SIGNATURE, columnar(data), None) is not None
     data[150][1] = bool_cell
-    assert prediction._numeric_columns(SIGNATURE, columnar(data), None) is None
+    assert rows._numeric_columns(SIGNATURE, columnar(data), None) is None
     with pytest.raises(PredictionInputError) as exc:
-        rows_to_columns(SIGNATURE, columnar(data))
+        check_rows(SIGNATURE, columnar(data))
     assert [p.loc for p in exc.value.problems] == [("instances", 150, "b")]
 
 
 def test_ones_and_zeros_and_mixed_ints_and_floats_take_the_fast_path() -> None:
     data = ones_and_zeros(50)
     data[3] = [0.5, 1, -0.0]
-    arrays, _ = rows_to_columns(SIGNATURE, columnar(data))
+    arrays, _ = check_rows(SIGNATURE, columnar(data))
     assert all(a.dtype == np.float64 for a in arrays.values())
     assert arrays["a"].tolist() == [float(r[0]) for r in data]
 
@@ -57,14 +57,14 @@ def test_ones_and_zeros_and_mixed_ints_and_floats_take_the_fast_path() -> None:
 @pytest.mark.parametrize("value", [2.0**53, -(2.0**60), 2**53, 1e300])
 def test_magnitudes_beyond_exact_integers_take_the_careful_path(value: float) -> None:
     data = [[1.0, 2.0, 3.0], [value, 2.0, 3.0]]
-    assert prediction._numeric_columns(SIGNATURE, columnar(data), None) is None
-    arrays, _ = rows_to_columns(SIGNATURE, columnar(data))
+    assert rows._numeric_columns(SIGNATURE, columnar(data), None) is None
+    arrays, _ = check_rows(SIGNATURE, columnar(data))
     assert arrays["a"].tolist() == [1.0, float(value)]
 
 
 def test_rows_of_other_lengths_or_kinds_take_the_careful_path() -> None:
     for data in ([[1.0, 2.0, 3.0], (1.0, 2.0, 3.0)], [[1.0, 2.0, 3.0], [1.0, 2.0]]):
-        assert prediction._numeric_columns(SIGNATURE, columnar(data), None) is None
+        assert rows._numeric_columns(SIGNATURE, columnar(data), None) is None
     records: list[Any] = [{"a": 1.0, "b": 2.0, "c": 3.0}, {"a": 1.0, "b": 2.0, "c": 3.0, "d": 0}]
-    arrays, warnings = rows_to_columns(SIGNATURE, records)
+    arrays, warnings = check_rows(SIGNATURE, records)
     assert warnings == ["extra columns ignored: d"] and arrays["c"].tolist() == [3.0, 3.0]

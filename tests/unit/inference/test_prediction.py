@@ -1,13 +1,19 @@
-"""Prediction: the pipeline's own answers by default, members' votes recomputed exactly."""
+"""Prediction: the pipeline's own answers by default, members' votes recomputed exactly.
+
+Every prediction here takes the service's path: checked columns (``check_rows``) into a
+prepared servable's ``predict``, its ``Prediction`` written as the service writes it.
+"""
 
 from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
 import numpy as np
+import orjson
 import pandas as pd
 import pytest
 from sklearn.datasets import load_breast_cancer, load_diabetes, load_iris, load_wine
@@ -16,13 +22,13 @@ from sklearn.pipeline import Pipeline
 from ensembles.builders import FeatureColumn, build_pipeline, known_categories
 from ensembles.catalog import KINDS, Task
 from ensembles.errors import PredictionInputError, TooLargeError
-from ensembles.prediction import (
+from ensembles.inference import (
     MAX_PROBLEMS,
-    PredictionResult,
+    Prediction,
     PredictOptions,
-    predict,
-    rows_to_columns,
-    rows_to_frame,
+    Rows,
+    check_rows,
+    prepare,
 )
 from ensembles.signature import ModelSignature
 from ensembles.specs import parse_estimator_spec
@@ -173,7 +179,42 @@ def model(name: str) -> Model:
     return fit(spec, "regression" if data == "diabetes" else "classification", X, y)
 
 
-def run(name: str, **options: Any) -> PredictionResult:
+@dataclass(frozen=True)
+class Written:
+    """A prediction as the service writes it (``as_dict`` through orjson), read back."""
+
+    document: dict[str, Any]
+    predictions: list[Any]
+    probabilities: list[list[float]] | None = None
+    votes: list[dict[str, int]] | None = None
+    weighted_votes: list[dict[str, float | int]] | None = None
+    agreement: list[float] | None = None
+    std: list[float] | None = None
+
+
+def written(prediction: Prediction) -> Written:
+    document = orjson.loads(orjson.dumps(prediction.as_dict(), option=orjson.OPT_SERIALIZE_NUMPY))
+    return Written(document, **document)
+
+
+def predict(
+    pipeline: Pipeline, signature: ModelSignature, rows: Rows, options: PredictOptions
+) -> Written:
+    """The prediction for checked columns (or a frame of them), by the version's servable."""
+    return written(prepare(pipeline, signature, None).predict(rows, options))
+
+
+def checked_frame(
+    signature: ModelSignature, instances: object, max_rows: int | None = None
+) -> tuple[pd.DataFrame, list[str]]:
+    """The checked columns as one frame, each column in the dtype it was checked into,
+    and the warnings."""
+    columns, warnings = check_rows(signature, instances, max_rows)
+    frame = pd.DataFrame({n: pd.Series(a, dtype=a.dtype, copy=False) for n, a in columns.items()})
+    return frame, warnings
+
+
+def run(name: str, **options: Any) -> Written:
     pipeline, signature, X = model(name)
     return predict(pipeline, signature, X, PredictOptions(**options))
 
@@ -353,7 +394,7 @@ def test_unweighted_models_give_no_weighted_tallies() -> None:
     for name in ("forest", "tie_voting"):
         result = run(name, return_votes=True)
         assert result.votes is not None and result.weighted_votes is None
-        assert "weighted_votes" not in result.as_dict()
+        assert "weighted_votes" not in result.document
 
 
 def test_a_weighted_hard_vote_follows_the_weights_not_the_head_count() -> None:
@@ -454,13 +495,13 @@ NAMES = list(ROW)
 
 def bad_rows(instances: object, signature: ModelSignature = IRIS) -> list[tuple[Any, ...]]:
     with pytest.raises(PredictionInputError) as exc:
-        rows_to_frame(signature, instances)
+        checked_frame(signature, instances)
     return problem_locs(exc)
 
 
 def messages(instances: object) -> list[str]:
     with pytest.raises(PredictionInputError) as exc:
-        rows_to_frame(IRIS, instances)
+        checked_frame(IRIS, instances)
     return [p.msg for p in exc.value.problems]
 
 
@@ -469,8 +510,8 @@ def test_records_and_columnar_give_identical_results() -> None:
     records = X.to_dict(orient="records")
     columnar = {"columns": list(X.columns), "data": X.to_numpy().tolist()}
     (by_records, _), (by_columns, _) = (
-        rows_to_frame(signature, records),
-        rows_to_frame(signature, columnar),
+        checked_frame(signature, records),
+        checked_frame(signature, columnar),
     )
     pd.testing.assert_frame_equal(by_records, by_columns)
     pd.testing.assert_frame_equal(by_records, X)
@@ -481,14 +522,14 @@ def test_records_and_columnar_give_identical_results() -> None:
 
 
 def test_extra_columns_are_ignored_and_reported() -> None:
-    frame, warnings = rows_to_frame(IRIS, [{**ROW, "id": 7, "note": "x"}, {**ROW, "id": 8}])
+    frame, warnings = checked_frame(IRIS, [{**ROW, "id": 7, "note": "x"}, {**ROW, "id": 8}])
     assert list(frame.columns) == NAMES
     assert warnings == ["extra columns ignored: id, note"]
     columnar = {"columns": ["id", *reversed(NAMES), "note"], "data": [[1, 0.2, 1.4, 3.5, 5.1, "x"]]}
-    frame, warnings = rows_to_frame(IRIS, columnar)
+    frame, warnings = checked_frame(IRIS, columnar)
     assert frame.iloc[0].tolist() == list(ROW.values())
     assert warnings == ["extra columns ignored: id, note"]
-    assert rows_to_frame(IRIS, [ROW])[1] == []
+    assert checked_frame(IRIS, [ROW])[1] == []
 
 
 @pytest.mark.parametrize("instances", [None, "rows", 3, {"records": [ROW]}, {"columns": NAMES}])
@@ -503,11 +544,11 @@ def test_no_instances(instances: object) -> None:
 
 def test_too_many_rows() -> None:
     with pytest.raises(TooLargeError) as exc:
-        rows_to_frame(IRIS, [ROW] * 3, max_rows=2)
+        checked_frame(IRIS, [ROW] * 3, max_rows=2)
     assert [p.loc for p in exc.value.problems] == [("instances",)]
     with pytest.raises(TooLargeError):
-        rows_to_frame(IRIS, {"columns": NAMES, "data": [list(ROW.values())] * 3}, max_rows=2)
-    assert len(rows_to_frame(IRIS, [ROW] * 2, max_rows=2)[0]) == 2
+        checked_frame(IRIS, {"columns": NAMES, "data": [list(ROW.values())] * 3}, max_rows=2)
+    assert len(checked_frame(IRIS, [ROW] * 2, max_rows=2)[0]) == 2
 
 
 def test_a_record_that_is_not_an_object() -> None:
@@ -572,7 +613,7 @@ def test_every_problem_is_reported_in_row_order_and_capped() -> None:
         ("instances", 2, "petal_width_cm"),
     ]
     with pytest.raises(PredictionInputError) as exc:
-        rows_to_frame(IRIS, [{**ROW, "sepal_width_cm": "x", "petal_width_cm": "y"}] * 40)
+        checked_frame(IRIS, [{**ROW, "sepal_width_cm": "x", "petal_width_cm": "y"}] * 40)
     assert len(exc.value.problems) == MAX_PROBLEMS
     assert [p.loc for p in exc.value.problems[:3]] == [
         ("instances", 0, "sepal_width_cm"),
@@ -596,7 +637,7 @@ def iris_with_gaps() -> Model:
 def test_missing_value_allowed_where_training_had_missing_values() -> None:
     pipeline, signature, X = iris_with_gaps()
     records = [{k: (None if pd.isna(v) else v) for k, v in r.items()} for r in X.to_dict("records")]
-    frame, _ = rows_to_frame(signature, records)
+    frame, _ = checked_frame(signature, records)
     pd.testing.assert_frame_equal(frame, X)
     assert (
         predict(pipeline, signature, frame, PredictOptions()).predictions
@@ -626,7 +667,7 @@ def mixed_model() -> Model:
 def test_mixed_columns_are_typed_as_in_training() -> None:
     pipeline, signature, X = mixed_model()
     assert [f.dtype for f in signature.features] == ["int64", "float64", "bool", "string"]
-    frame, _ = rows_to_frame(signature, X.to_dict(orient="records"))
+    frame, _ = checked_frame(signature, X.to_dict(orient="records"))
     pd.testing.assert_frame_equal(frame, X)
     assert (
         predict(pipeline, signature, frame, PredictOptions()).predictions
@@ -637,7 +678,7 @@ def test_mixed_columns_are_typed_as_in_training() -> None:
 def test_mixed_columns_missing_values_and_wrong_types() -> None:
     pipeline, signature, _ = mixed_model()
     good = {"age": 30, "income": 2, "member": True, "city": "oslo"}
-    frame, _ = rows_to_frame(signature, [good, {**good, "member": None, "city": None, "age": 31.5}])
+    frame, _ = checked_frame(signature, [good, {**good, "member": None, "city": None, "age": 31.5}])
     assert frame["age"].dtype == np.float64 and frame["income"].dtype == np.float64
     assert frame["member"].tolist()[0] is True and math.isnan(frame["member"][1])
     assert frame["city"].dtype == object and math.isnan(frame["city"][1])
@@ -646,7 +687,7 @@ def test_mixed_columns_missing_values_and_wrong_types() -> None:
     assert result.predictions == pipeline.predict(frame).tolist()
     bad = [{**good, "age": "30", "income": False, "member": "yes", "city": 5}]
     with pytest.raises(PredictionInputError) as exc:
-        rows_to_frame(signature, bad)
+        checked_frame(signature, bad)
     assert [p.msg for p in exc.value.problems] == [
         "expected a number, got '30'",
         "expected a number, got False",
@@ -658,7 +699,7 @@ def test_mixed_columns_missing_values_and_wrong_types() -> None:
 def test_int_column_stays_int64_when_complete() -> None:
     _, signature, _ = mixed_model()
     good = {"age": 30, "income": 2, "member": False, "city": "oslo"}
-    frame, _ = rows_to_frame(signature, [good])
+    frame, _ = checked_frame(signature, [good])
     assert frame.dtypes.tolist() == [np.int64, np.float64, object, object]
 
 
@@ -676,14 +717,14 @@ def test_unseen_categories_are_warned_of_by_column_row_and_value() -> None:
     pipeline, signature, _ = mixed_model()
     good = {"age": 30, "income": 2.0, "member": True, "city": "oslo"}
     rows = [{**good, "city": "paris"}, good, {**good, "city": None}, {**good, "city": "Oslo"}]
-    frame, warnings = rows_to_frame(signature, [*rows, {**good, "id": 1}])
+    frame, warnings = checked_frame(signature, [*rows, {**good, "id": 1}])
     assert warnings == [
         "extra columns ignored: id",
         "column 'city': 2 rows have categories not seen in training ('paris' at row 0, "
         "'Oslo' at row 3); they are encoded as unknown",
     ]
     columnar = {"columns": list(good), "data": [list(r.values()) for r in rows]}
-    assert rows_to_columns(signature, columnar)[1] == warnings[1:]
+    assert check_rows(signature, columnar)[1] == warnings[1:]
     # The prediction stands: the pipeline's own answer for the same rows.
     assert predict(pipeline, signature, frame, PredictOptions()).predictions == (
         pipeline.predict(frame).tolist()
@@ -693,20 +734,20 @@ def test_unseen_categories_are_warned_of_by_column_row_and_value() -> None:
 def test_seen_categories_and_missing_cells_give_no_warning() -> None:
     _, signature, X = mixed_model()
     good = {"age": 30, "income": 2.0, "member": None, "city": None}
-    assert rows_to_frame(signature, [*X.to_dict(orient="records"), good])[1] == []
+    assert checked_frame(signature, [*X.to_dict(orient="records"), good])[1] == []
 
 
 def test_unseen_category_warnings_name_the_first_rows_and_count_the_rest() -> None:
     _, signature, _ = mixed_model()
     good = {"age": 30, "income": 2.0, "member": True, "city": "oslo"}
     rows = [{**good, "city": f"town {i}"} for i in range(12)] + [{**good, "city": "x" * 50}]
-    _, [warning] = rows_to_frame(signature, rows)
+    _, [warning] = checked_frame(signature, rows)
     shown = ", ".join(f"'town {i}' at row {i}" for i in range(10))
     assert warning == (
         f"column 'city': 13 rows have categories not seen in training ({shown}, and 3 more "
         "rows); they are encoded as unknown"
     )
-    _, [one] = rows_to_frame(signature, [good, {**good, "city": "x" * 50}])
+    _, [one] = checked_frame(signature, [good, {**good, "city": "x" * 50}])
     assert one == (
         f"column 'city': 1 row has a category not seen in training ('{'x' * 17}..."
         f"{'x' * 18}' at row 1); "
@@ -721,7 +762,7 @@ def test_a_boolean_value_training_never_had_is_an_unseen_category() -> None:
     _, signature, _ = fit(spec, "classification", X, y)
     assert signature.categories is not None and signature.categories["member"] == (True,)
     row = {"age": 30, "income": 2.0, "member": False, "city": "oslo"}
-    assert rows_to_frame(signature, [row])[1] == [
+    assert checked_frame(signature, [row])[1] == [
         "column 'member': 1 row has a category not seen in training (False at row 0); "
         "it is encoded as unknown"
     ]
@@ -736,7 +777,7 @@ def test_signature_round_trip_keeps_categories_and_old_signatures_still_load() -
     old = ModelSignature.from_dict({k: v for k, v in stored.items() if k != "categories"})
     assert old.categories is None
     rows = [{"age": 30, "income": 2.0, "member": True, "city": "paris"}]
-    frame, warnings = rows_to_frame(old, rows)
+    frame, warnings = checked_frame(old, rows)
     assert warnings == []
     assert predict(pipeline, old, frame, PredictOptions()).predictions == (
         pipeline.predict(frame).tolist()
@@ -747,15 +788,16 @@ def test_signature_round_trip_keeps_categories_and_old_signatures_still_load() -
 
 
 def test_as_dict_holds_only_what_was_asked() -> None:
-    assert PredictionResult(predictions=["a"]).as_dict() == {"predictions": ["a"]}
-    full = PredictionResult(["a"], [[1.0]], [{"a": 1}], [1.0], None, ["extra columns ignored: x"])
-    assert full.as_dict() == {
+    assert Prediction(predictions=["a"]).as_dict() == {"predictions": ["a"]}
+    full = Prediction(["a"], np.array([[1.0]]), [{"a": 1}], np.array([1.0]), None)
+    assert written(full).document == {
         "predictions": ["a"],
         "probabilities": [[1.0]],
         "votes": [{"a": 1}],
         "agreement": [1.0],
-        "warnings": ["extra columns ignored: x"],
     }
+    # Warnings come with the checked columns; the service writes them beside the answers.
+    assert check_rows(IRIS, [{**ROW, "x": 1}]).warnings == ["extra columns ignored: x"]
 
 
 def test_every_per_row_list_has_one_entry_per_row_in_order() -> None:

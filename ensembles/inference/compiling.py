@@ -1,0 +1,302 @@
+"""Compiling a fitted model for serving, and the verdict its version keeps.
+
+Rule: a compiled engine may serve a model only if it answers as scikit-learn does on the
+training rows and fresh probe rows (labels identical, numbers within 1e-9; see
+:mod:`ensembles.inference.fidelity`).  Tree ensembles become a
+:class:`~ensembles.inference.compiled.CompiledModel`; voting, stacking and the bagging
+family are compiled member by member (:mod:`ensembles.inference.composite`: tree members
+by GTIL, logistic regression, naive Bayes and linear members by numpy, the rest by
+scikit-learn, combined by each estimator's own arithmetic) and only if at least one member
+is a tree model GTIL takes.  GTIL was chosen by measurement over ONNX Runtime, whose
+float32 leaves break the 1e-9 rule.  Figures: docs/performance.md.
+
+Training does not compile: the worker runs train, then :func:`inference_verdict` on the
+training rows, then publishes.  The stored artifact stays the plain scikit-learn Pipeline:
+at load time :func:`rebuild` re-creates the engine from it in tens of milliseconds,
+trusting the recorded verdict after a quick check on synthetic rows.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import sklearn
+import treelite
+from numpy.typing import NDArray
+from sklearn.pipeline import Pipeline
+
+from ensembles.catalog import Task
+from ensembles.inference import composite
+from ensembles.inference.compiled import CompiledModel, restore_model
+from ensembles.inference.composite import CompiledComposite
+from ensembles.inference.engines import SKLEARN
+from ensembles.inference.fidelity import FidelityReport, compare, probe_rows, synthetic_rows
+from ensembles.inference.gtil import ENGINE, IMPORT_ERRORS, import_model, plan_for
+
+__all__ = [
+    "DEFAULT_MAX_ROWS",
+    "Compiled",
+    "compile_model",
+    "inference_verdict",
+    "rebuild",
+]
+
+DEFAULT_MAX_ROWS = 64  # when not calibrated: below every crossover the benchmark measured
+FloatArray = NDArray[np.float64]
+
+_CALIBRATION_LARGE = 1024  # rows of the second size timed by the calibration
+_CALIBRATION_MAX_ROWS = 4096  # the largest crossover a calibration reports
+Compiled = CompiledModel | CompiledComposite
+
+
+def _versions() -> str:
+    return f"treelite {treelite.__version__}, scikit-learn {sklearn.__version__}"
+
+
+def inference_verdict(
+    pipeline: Pipeline, task: Task, X_train: pd.DataFrame, random_state: int
+) -> dict[str, Any]:
+    """The version's ``inference`` metadata: the engine that serves it (``engine``, with the
+    ``reason`` when scikit-learn does), the check's figures and each member's engine."""
+    _, report = compile_model(pipeline, task, X_train, random_state)
+    return {**report.as_dict(), "engine": report.engine or SKLEARN}
+
+
+def compile_model(
+    pipeline: Pipeline,
+    task: Task,
+    X_check: pd.DataFrame,
+    rng_seed: int = 0,
+    *,
+    calibrate: bool = True,
+) -> tuple[Compiled | None, FidelityReport]:
+    """Compile the ensemble step and check it against scikit-learn on ``X_check`` + probes.
+
+    ``X_check`` are the training rows (raw, before preprocessing).  Returns the compiled
+    model, or None with the reason, and the report to keep in the version's metadata.
+    ``calibrate`` measures the crossover row count on this model (else DEFAULT_MAX_ROWS).
+    """
+    started = time.perf_counter()
+    estimator = pipeline[-1]
+    if composite.is_composite(estimator):
+        return _compile_composite(pipeline, task, X_check, rng_seed, calibrate, started)
+    plan = plan_for(estimator, task)
+    if isinstance(plan, str):
+        return None, _refused(plan, started)
+    try:
+        model = import_model(estimator)
+    except IMPORT_ERRORS as exc:
+        return None, _refused(f"treelite cannot import {type(estimator).__name__}: {exc}", started)
+    compile_seconds = time.perf_counter() - started
+    compiled = CompiledModel(
+        ENGINE, task, type(estimator).__name__, DEFAULT_MAX_ROWS, pipeline, model, plan
+    )
+    Xt = np.asarray(pipeline[:-1].transform(X_check), dtype=np.float64)
+    if Xt.shape[0] == 0:
+        return None, _refused("no rows to check the compiled model on", started, compile_seconds)
+    rng = np.random.default_rng(rng_seed)
+    rows = np.vstack([Xt, probe_rows(estimator, Xt, rng=rng, missing=not plan.float32)])
+    return _checked(compiled, rows, X_check, calibrate, started, compile_seconds)
+
+
+def _compile_composite(
+    pipeline: Pipeline,
+    task: Task,
+    X_check: pd.DataFrame,
+    rng_seed: int,
+    calibrate: bool,
+    started: float,
+) -> tuple[Compiled | None, FidelityReport]:
+    """Voting, stacking, bagging: members compiled where they can be, then the same check."""
+    estimator = pipeline[-1]
+    Xt = np.asarray(pipeline[:-1].transform(X_check), dtype=np.float64)
+    rng = np.random.default_rng(rng_seed)
+    rows = np.vstack([Xt, probe_rows(estimator, Xt, rng=rng)]) if len(Xt) else Xt
+    rows = rows[np.isfinite(rows).all(axis=1)]  # others are scikit-learn's to answer
+    if rows.shape[0] == 0:
+        return None, _refused("no rows to check the compiled model on", started)
+    root, members = composite.build(estimator, task, rows)
+    compile_seconds = time.perf_counter() - started
+    name = type(estimator).__name__
+    if not any(m["engine"] == ENGINE for m in members):
+        return None, _refused(_uncompiled(name, members), started, compile_seconds, members=members)
+    n_features = int(estimator.n_features_in_)
+    compiled = CompiledComposite(
+        ENGINE, task, name, DEFAULT_MAX_ROWS, pipeline, root, n_features, tuple(members)
+    )
+    return _checked(compiled, rows, X_check, calibrate, started, compile_seconds)
+
+
+def _uncompiled(name: str, members: list[composite.MemberRecord]) -> str:
+    """Why a composite has no compiled member."""
+    if len(members) == 1 and members[0]["name"] == name and members[0].get("reason"):
+        return f"{name} is not compiled: {members[0]['reason']}"  # its own step refused
+    listed = ", ".join(f"{m['name']}: {m['kind']}" for m in members[:8])
+    more = f" and {len(members) - 8} more" if len(members) > 8 else ""
+    return (
+        f"{name} is not a tree ensemble the compiled engine supports, nor is any of its "
+        f"members ({listed}{more})"
+    )
+
+
+def _checked(
+    compiled: Compiled,
+    rows: FloatArray,
+    X_check: pd.DataFrame,
+    calibrate: bool,
+    started: float,
+    compile_seconds: float,
+) -> tuple[Compiled | None, FidelityReport]:
+    """The compiled model if it answers as scikit-learn on ``rows``, calibrated; the report."""
+    members = compiled.members if isinstance(compiled, CompiledComposite) else ()
+    reason, max_diff = _check(compiled, rows)
+    if reason is not None:
+        return None, _refused(reason, started, compile_seconds, max_diff, len(rows), members)
+    max_rows = _calibrate(compiled, X_check) if calibrate else DEFAULT_MAX_ROWS
+    compiled = replace(compiled, max_rows=max_rows)
+    return compiled, FidelityReport(
+        ok=True,
+        engine=ENGINE,
+        reason=None,
+        max_abs_diff=max_diff,
+        n_rows_checked=len(rows),
+        compile_seconds=compile_seconds,
+        check_seconds=time.perf_counter() - started - compile_seconds,
+        crossover_rows=max_rows,
+        versions=_versions(),
+        members=tuple(members),
+    )
+
+
+def rebuild(
+    pipeline: Pipeline, task: Task, recorded: FidelityReport | Mapping[str, Any]
+) -> tuple[Compiled | None, FidelityReport]:
+    """Re-create the engine of a stored version from its pipeline and recorded verdict.
+
+    No training rows at load time: after importing, the engine is checked once more on
+    synthetic rows built from the trees' own thresholds (tens of milliseconds), so a library
+    upgrade that changed the engine's answers is caught rather than served.
+    """
+    report = (
+        recorded
+        if isinstance(recorded, FidelityReport)
+        else FidelityReport.from_dict(dict(recorded))
+    )
+    if not report.ok:
+        return None, report
+    started = time.perf_counter()
+    try:
+        compiled: Compiled = (
+            composite.restore(pipeline, task, report.crossover_rows, report.members)
+            if composite.is_composite(pipeline[-1])
+            else restore_model(pipeline, task, report.crossover_rows)
+        )
+    except IMPORT_ERRORS as exc:
+        return None, _refused(f"cannot re-create the compiled engine: {exc}", started)
+    compile_seconds = time.perf_counter() - started
+    rng = np.random.default_rng(0)
+    base = synthetic_rows(compiled.estimator, 200, rng)
+    missing = isinstance(compiled, CompiledModel) and not compiled.plan.float32
+    probes = probe_rows(
+        compiled.estimator,
+        base,
+        rng=rng,
+        missing=missing,
+        n_resampled=200,
+        max_threshold_rows=1000,
+    )
+    rows = np.vstack([base, probes])
+    reason, max_diff = _check(compiled, rows)
+    if reason is not None:
+        return None, _refused(reason, started, compile_seconds, max_diff, len(rows))
+    return compiled, replace(
+        report,
+        max_abs_diff=max_diff,
+        n_rows_checked=len(rows),
+        compile_seconds=compile_seconds,
+        check_seconds=time.perf_counter() - started - compile_seconds,
+        versions=_versions(),
+    )
+
+
+def _check(compiled: Compiled, rows: FloatArray) -> tuple[str | None, float]:
+    """Compare the compiled answers with the estimator's own on ``rows``."""
+    estimator = compiled.estimator
+    try:
+        if compiled.task == "classification":
+            labels, proba = compiled.predict_with_proba(rows)
+            expected_labels = estimator.predict(rows)
+            if proba is None:  # hard voting: labels only
+                none = np.zeros((len(rows), 0))
+                return compare(none, none, "probabilities", expected_labels, labels)
+            expected = np.asarray(estimator.predict_proba(rows), dtype=np.float64)
+            return compare(expected, proba, "probabilities", expected_labels, labels)
+        values = compiled.predict(rows)
+        expected = np.asarray(estimator.predict(rows), dtype=np.float64)
+        return compare(expected, values, "predicted values")
+    except (*IMPORT_ERRORS, RuntimeError) as exc:
+        return f"the compiled engine failed on the check rows: {exc}", float("inf")
+
+
+def _calibrate(compiled: Compiled, X: pd.DataFrame) -> int:
+    """The largest request size (rows) up to which the compiled engine beats scikit-learn.
+
+    Each engine's time for n rows is close to ``a + b n`` (a per call, b per row), so two
+    sizes each, 1 and ``_CALIBRATION_LARGE`` rows (best of three), place the crossover
+    ``n = (a_sk - a_c) / (b_c - b_sk)``; both engines take the same preprocessed rows, as
+    in the service.  At most ``_CALIBRATION_MAX_ROWS`` (beyond it the line is not
+    measured); 0 when scikit-learn is faster even for one row.  About 0.1 s for 100
+    trees, where timing every power of two up to 4,096 rows took 0.5 s of each training.
+    """
+    index = np.resize(np.arange(len(X)), _CALIBRATION_LARGE)
+    Xt_large = np.asarray(compiled.pipeline[:-1].transform(X.iloc[index]))
+    Xt_one = Xt_large[:1]
+    estimator = compiled.estimator
+    ours = [_fastest(compiled.predict, Xt) for Xt in (Xt_one, Xt_large)]
+    theirs = [_fastest(estimator.predict, Xt) for Xt in (Xt_one, Xt_large)]
+    if ours[0] >= theirs[0]:
+        return 0
+    per_row_ours = (ours[1] - ours[0]) / (_CALIBRATION_LARGE - 1)
+    per_row_theirs = (theirs[1] - theirs[0]) / (_CALIBRATION_LARGE - 1)
+    if per_row_ours <= per_row_theirs:
+        return _CALIBRATION_MAX_ROWS
+    crossover = (theirs[0] - ours[0]) / (per_row_ours - per_row_theirs)
+    return int(min(max(crossover, 1.0), _CALIBRATION_MAX_ROWS))
+
+
+def _fastest(predict: Callable[[NDArray[Any]], Any], Xt: NDArray[Any]) -> float:
+    """The best of three timings."""
+    times: list[float] = []
+    for _ in range(3):
+        start = time.perf_counter()
+        predict(Xt)
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def _refused(
+    reason: str,
+    started: float,
+    compile_seconds: float | None = None,
+    max_abs_diff: float = 0.0,
+    n_rows_checked: int = 0,
+    members: tuple[composite.MemberRecord, ...] | list[composite.MemberRecord] = (),
+) -> FidelityReport:
+    elapsed = time.perf_counter() - started
+    spent = elapsed if compile_seconds is None else compile_seconds
+    return FidelityReport(
+        ok=False,
+        engine=None,
+        reason=reason,
+        max_abs_diff=max_abs_diff,
+        n_rows_checked=n_rows_checked,
+        compile_seconds=spent,
+        check_seconds=elapsed - spent,
+        versions=_versions(),
+        members=tuple(members),
+    )

@@ -1,0 +1,160 @@
+"""Engines: what answers a request's preprocessed rows, and scikit-learn's own engine.
+
+Every engine answers as the stored estimator does (labels identical, numbers within 1e-9)
+and says for which request sizes it is the one to use, so the servable takes the first
+engine of its list that wants the request and never asks what kind of engine it holds.
+The compiled engines (:class:`~ensembles.inference.compiled.CompiledModel`,
+:class:`~ensembles.inference.composite.CompiledComposite`) want requests up to their
+measured crossover; :class:`SklearnEngine` answers any size and comes last.
+
+scikit-learn answers with the ensemble step on the preprocessed rows, as the Pipeline
+does, with no repeated work: for estimators whose ``predict`` is by scikit-learn's own
+code the first maximum of ``predict_proba`` (forests, bagging, soft voting), labels come
+from the probabilities already computed rather than from a second pass over the members,
+stacking's members are asked once for both its labels and its probabilities, and
+gradient boosting's trees are walked once for both (:func:`_boosted`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+from numpy.typing import NDArray
+from sklearn.base import BaseEstimator
+from sklearn.ensemble import (
+    BaggingClassifier,
+    ExtraTreesClassifier,
+    GradientBoostingClassifier,
+    HistGradientBoostingClassifier,
+    RandomForestClassifier,
+    StackingClassifier,
+    VotingClassifier,
+)
+
+from ensembles.catalog import Task
+
+__all__ = ["SKLEARN", "Answer", "Engine", "SklearnEngine"]
+
+SKLEARN = "scikit-learn"
+FloatArray = NDArray[np.float64]
+_ARGMAX_PREDICT = (RandomForestClassifier, ExtraTreesClassifier, BaggingClassifier)
+_BOOSTING_CLASSIFIERS = (GradientBoostingClassifier, HistGradientBoostingClassifier)
+
+
+@dataclass(frozen=True)
+class Answer:
+    """An engine's answer for a request's rows, and which engine gave it."""
+
+    predictions: NDArray[Any]  # labels (classes_ values) or regression values
+    probabilities: FloatArray | None  # when asked for and the estimator has them
+    engine: str
+
+
+class Engine(Protocol):
+    """Answers preprocessed rows exactly as the fitted ensemble step does."""
+
+    @property
+    def name(self) -> str:
+        """Recorded with each answer (``treelite-gtil``, ``scikit-learn``)."""
+        ...
+
+    @property
+    def native(self) -> bool:
+        """Does an answer stay in native code (no scikit-learn call), so that a small
+        request costs tens of microseconds of CPU?"""
+        ...
+
+    def use_for(self, n_rows: int) -> bool:
+        """Is this engine the one to answer a request of ``n_rows`` rows?"""
+        ...
+
+    def answer(self, Xt: NDArray[Any], *, with_proba: bool = False) -> Answer:
+        """Predictions (and probabilities when asked) for the preprocessed rows ``Xt``."""
+        ...
+
+
+@dataclass(frozen=True, eq=False)
+class SklearnEngine:
+    """The fitted estimator itself: answers every request size, exactly."""
+
+    estimator: BaseEstimator
+    task: Task
+    name: str = SKLEARN
+    native: bool = False
+
+    def use_for(self, n_rows: int) -> bool:
+        return True
+
+    def answer(self, Xt: NDArray[Any], *, with_proba: bool = False) -> Answer:
+        estimator = self.estimator
+        if self.task == "regression":
+            return Answer(np.asarray(estimator.predict(Xt)), None, SKLEARN)
+        with_proba = with_proba and hasattr(estimator, "predict_proba")
+        if _is_stacking(estimator):
+            return _stacked(estimator, Xt, with_proba)
+        if with_proba:
+            boosted = _boosted(estimator, Xt)
+            if boosted is not None:
+                return boosted
+        by_argmax = _predicts_by_argmax(estimator)
+        if not (with_proba or by_argmax):
+            return Answer(np.asarray(estimator.predict(Xt)), None, SKLEARN)
+        proba = np.asarray(estimator.predict_proba(Xt), dtype=np.float64)
+        if by_argmax:
+            labels = np.asarray(estimator.classes_).take(np.argmax(proba, axis=1), axis=0)
+        else:
+            labels = np.asarray(estimator.predict(Xt))
+        return Answer(labels, proba if with_proba else None, SKLEARN)
+
+
+def _is_stacking(estimator: BaseEstimator) -> bool:
+    """A single-output StackingClassifier (its ``classes_`` is one array)."""
+    return isinstance(estimator, StackingClassifier) and not isinstance(estimator.classes_, list)
+
+
+def _stacked(estimator: BaseEstimator, Xt: NDArray[Any], with_proba: bool) -> Answer:
+    """Stacking's labels and probabilities from one pass over its members.
+
+    scikit-learn computes ``final_estimator_.predict(transform(X))`` (labels decoded by
+    ``classes_.take``) and ``final_estimator_.predict_proba(transform(X))``: the members'
+    outputs, ``transform(X)``, are the costly part and are computed once here.
+    """
+    stacked = estimator.transform(Xt)
+    final = estimator.final_estimator_
+    labels = np.asarray(estimator.classes_).take(np.asarray(final.predict(stacked)), axis=0)
+    proba = np.asarray(final.predict_proba(stacked), dtype=np.float64) if with_proba else None
+    return Answer(labels, proba, SKLEARN)
+
+
+def _boosted(estimator: BaseEstimator, Xt: NDArray[Any]) -> Answer | None:
+    """Gradient boosting's labels and probabilities from one walk of its trees, else None.
+
+    scikit-learn's ``predict`` and ``predict_proba`` each walk every tree for the raw
+    scores (``decision_function``), then ``predict`` decides on them (binary: ``raw >= 0``
+    for gradient boosting, ``raw > 0`` for histogram boosting; else the first maximum) and
+    ``predict_proba`` applies the loss's ``predict_proba``.  Done here once, with those very
+    functions: one walk instead of two, same bits.  The loss is private (``_loss``); if
+    scikit-learn moves it, this returns None and both calls are made.
+    """
+    if not isinstance(estimator, _BOOSTING_CLASSIFIERS):
+        return None
+    to_proba = getattr(getattr(estimator, "_loss", None), "predict_proba", None)
+    if to_proba is None:
+        return None
+    raw = np.asarray(estimator.decision_function(Xt))
+    if raw.ndim == 1:
+        positive = raw >= 0 if isinstance(estimator, GradientBoostingClassifier) else raw > 0
+        encoded = positive.astype(np.intp)
+    else:
+        encoded = np.argmax(raw, axis=1)
+    labels = np.asarray(estimator.classes_)[encoded]
+    return Answer(labels, np.asarray(to_proba(raw), dtype=np.float64), SKLEARN)
+
+
+def _predicts_by_argmax(estimator: BaseEstimator) -> bool:
+    """Is ``predict`` literally ``classes_.take(argmax(predict_proba(X)))`` in scikit-learn?"""
+    if isinstance(estimator, VotingClassifier):
+        return bool(estimator.voting == "soft")
+    return isinstance(estimator, _ARGMAX_PREDICT) and getattr(estimator, "n_outputs_", 1) == 1

@@ -1,0 +1,214 @@
+"""A stored version made ready to answer: its engines, the cheapest exact preprocessing, and
+one call from checked columns to the prediction.
+
+Built once when a version is loaded into the service's cache (:func:`prepare`), then
+shared by every request (it holds no per-request state):
+
+* the engines, in order: the compiled one (:mod:`ensembles.inference.compiled` or
+  :mod:`ensembles.inference.composite`) first, re-created only if the version's metadata
+  recorded that it passed the fidelity check when the version was created and it still
+  answers the same at load time; scikit-learn's own last, for every other version and for
+  requests larger than the compiled engine's crossover.  Each request is answered by the
+  first engine that wants its size (:meth:`Servable.engine_for`);
+* when the preprocessing only passes numeric columns through (tables of numbers without
+  missing values), stacking the request's columns as float64 is exactly what the
+  ColumnTransformer returns (checked here once), so rows never become a DataFrame.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from numpy.typing import ArrayLike, NDArray
+from sklearn.compose import ColumnTransformer
+from sklearn.pipeline import Pipeline
+
+from ensembles.inference.compiling import rebuild
+from ensembles.inference.engines import SKLEARN, Answer, Engine, SklearnEngine
+from ensembles.inference.result import Prediction, PredictOptions
+from ensembles.inference.rows import input_error
+from ensembles.inference.votes import (
+    class_labels,
+    floats_out,
+    label_positions,
+    mean_probabilities,
+    member_spread,
+    option_problems,
+    total_weight,
+    vote_tallies,
+    votes_and_agreement,
+)
+from ensembles.members import FloatArray, Member, members_of
+from ensembles.signature import ModelSignature
+
+__all__ = ["Rows", "Servable", "prepare"]
+
+# Checked columns (one array per feature), or a frame of them.
+Rows = pd.DataFrame | Mapping[str, ArrayLike]
+_PROBE_VALUES = (0.0, 1.5, -2.25, 1e300, 3.0000000000000004)
+
+
+@dataclass(frozen=True, eq=False)
+class Servable:
+    """A fitted pipeline, its signature, and the engines that answer for it."""
+
+    pipeline: Pipeline
+    signature: ModelSignature
+    engines: tuple[Engine, ...]  # in order of preference; the last answers any size
+    passthrough: tuple[str, ...] | None = None  # columns whose float64 stack is the input
+
+    def engine_for(self, n_rows: int) -> Engine:
+        """The engine that answers a request of ``n_rows`` rows."""
+        for engine in self.engines:
+            if engine.use_for(n_rows):
+                return engine
+        return self.engines[-1]
+
+    def native_for(self, n_rows: int) -> bool:
+        """Does a request of ``n_rows`` rows stay in native code (GTIL, numpy) throughout?"""
+        return self.engine_for(n_rows).native
+
+    def transform(self, rows: Rows) -> NDArray[Any]:
+        """The preprocessed rows, exactly as the pipeline's preprocessing gives them."""
+        if self.passthrough is not None:
+            return stack_columns(rows, self.passthrough)
+        frame = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(dict(rows))
+        return np.asarray(self.pipeline[:-1].transform(frame))
+
+    def answer(self, rows: Rows, *, with_proba: bool = False) -> Answer:
+        """The pipeline's predictions (and probabilities when asked) for ``rows``."""
+        Xt = self.transform(rows)
+        return self.engine_for(Xt.shape[0]).answer(Xt, with_proba=with_proba)
+
+    def predict(self, rows: Rows, options: PredictOptions) -> Prediction:
+        """The prediction for checked columns ``rows``, with what ``options`` ask.
+
+        The default answer is the engine's; votes, spread and a voting override always
+        come from scikit-learn's members.  Options the model cannot honour raise
+        PredictionInputError at ``("options", name)`` before any work.
+        """
+        signature = self.signature
+        override = None if options.voting in (None, signature.voting) else options.voting
+        needs_members = override is not None or options.return_votes or options.return_std
+        members = members_of(self.pipeline[-1], with_samples=False) if needs_members else []
+        problems = option_problems(signature, self.pipeline, members, options, override)
+        if problems:
+            raise input_error("options", problems, len(problems))
+        Xt = self.transform(rows)
+        if signature.task == "regression":
+            return self._regress(members, Xt, options)
+        return self._classify(members, Xt, options, override)
+
+    def _classify(
+        self,
+        members: list[Member],
+        Xt: NDArray[Any],
+        options: PredictOptions,
+        override: str | None,
+    ) -> Prediction:
+        """Default: the engine's answer; with an override, the members' combination."""
+        classes = class_labels(self.signature, self.pipeline)
+        k = len(classes)
+        tallies = None
+        if override == "hard" or options.return_votes:
+            tallies = vote_tallies(members, _floats(Xt), k)
+        proba: FloatArray | None = None
+        engine = SKLEARN
+        if override == "hard" and tallies is not None:
+            weighted = tallies[1]  # a hard vote is by weight, as VotingClassifier's
+            proba = weighted / total_weight(members)  # weighted vote shares
+            index = np.argmax(weighted, axis=1)  # first maximum: ties go to the first class
+        elif override == "soft":
+            proba = mean_probabilities(members, _floats(Xt), k)
+            index = np.argmax(proba, axis=1)
+        else:
+            answer = self.engine_for(Xt.shape[0]).answer(Xt, with_proba=options.return_proba)
+            index = label_positions(self.pipeline.classes_, answer.predictions)
+            proba, engine = answer.probabilities, answer.engine
+        votes, weighted_votes, agreement = None, None, None
+        if options.return_votes and tallies is not None:
+            votes, weighted_votes, agreement = votes_and_agreement(
+                *tallies, index, classes, members
+            )
+        return Prediction(
+            predictions=[classes[i] for i in index.tolist()],
+            probabilities=floats_out(proba) if options.return_proba and proba is not None else None,
+            votes=votes,
+            agreement=agreement,
+            engine=engine,
+            weighted_votes=weighted_votes,
+        )
+
+    def _regress(
+        self, members: list[Member], Xt: NDArray[Any], options: PredictOptions
+    ) -> Prediction:
+        """Regression: the engine's predictions; std is unweighted over members (ddof 0)."""
+        answer = self.engine_for(Xt.shape[0]).answer(Xt)
+        std = member_spread(members, _floats(Xt)) if options.return_std else None
+        return Prediction(floats_out(answer.predictions), std=std, engine=answer.engine)
+
+
+def _floats(Xt: NDArray[Any]) -> FloatArray:
+    """Members were fitted on the preprocessed matrix, so they are fed it, as float64."""
+    return np.asarray(Xt, dtype=np.float64)
+
+
+def prepare(
+    pipeline: Pipeline, signature: ModelSignature, recorded: Mapping[str, Any] | None
+) -> Servable:
+    """The servable form of a stored version, given the verdict recorded at its creation.
+
+    ``recorded`` is the version's ``inference`` metadata (None for versions made before
+    the compiled engine existed: scikit-learn serves them).  Call from a worker thread:
+    re-creating an engine takes tens of milliseconds.
+    """
+    task = signature.task
+    engines: list[Engine] = []
+    if recorded is not None:
+        compiled, _ = rebuild(pipeline, task, recorded)
+        if compiled is not None:
+            engines.append(compiled)
+    engines.append(SklearnEngine(pipeline[-1], task))
+    return Servable(pipeline, signature, tuple(engines), _checked_passthrough(pipeline))
+
+
+# --- the passthrough preprocessing ------------------------------------------------------
+
+
+def stack_columns(rows: Rows, columns: tuple[str, ...]) -> NDArray[np.float64]:
+    """What a passthrough ColumnTransformer gives, as float64 (pandas' own block copy)."""
+    if isinstance(rows, pd.DataFrame):
+        frame = rows if tuple(rows.columns) == columns else rows[list(columns)]
+        return frame.to_numpy(dtype=np.float64)
+    return np.column_stack([np.asarray(rows[c], dtype=np.float64) for c in columns])
+
+
+def _passthrough_columns(pipeline: Pipeline) -> tuple[str, ...] | None:
+    """The columns, when preprocessing only passes numeric columns through in order."""
+    if len(pipeline) != 2 or not isinstance(pipeline[0], ColumnTransformer):
+        return None
+    transformers = pipeline[0].transformers  # as built: fitting swaps in FunctionTransformer
+    if pipeline[0].remainder != "drop" or len(transformers) != 1:
+        return None
+    if transformers[0][1] != "passthrough":
+        return None
+    columns = list(transformers[0][2])
+    return tuple(columns) if all(isinstance(c, str) for c in columns) else None
+
+
+def _checked_passthrough(pipeline: Pipeline) -> tuple[str, ...] | None:
+    """The passthrough columns, if stacking them equals the preprocessing on probe rows."""
+    columns = _passthrough_columns(pipeline)
+    if columns is None:
+        return None
+    probe = pd.DataFrame({c: np.asarray(_PROBE_VALUES, dtype=np.float64) for c in columns})
+    try:
+        expected = np.asarray(pipeline[:-1].transform(probe), dtype=np.float64)
+    except (ValueError, TypeError):
+        return None
+    same = np.array_equal(stack_columns(probe, columns), expected, equal_nan=True)
+    return columns if same else None
