@@ -15,6 +15,7 @@ import pytest
 
 from ensembles import prepare
 from ensembles.catalog import ENSEMBLE_KINDS, KINDS, Kind, Task
+from ensembles.inference import inference_verdict
 from ensembles.specs import EvaluationSpec, parse_estimator_spec
 from ensembles.training import FittedModel, train
 from ensembles.validation import resolve_ensemble
@@ -68,12 +69,12 @@ def test_every_kind_trains_predicts_and_is_deterministic(kind: str, task: Task) 
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 @pytest.mark.parametrize(("kind", "task"), cases())
 def test_every_kind_is_served_with_its_pipelines_answers(kind: str, task: Task) -> None:
-    """The servable form (compiled where training's fidelity check admitted an engine):
+    """The servable form (compiled where the fidelity check admitted an engine):
     labels identical, probabilities or values within 1e-9 of the stored pipeline."""
     model = fitted(kind, task)
-    assert model.inference is not None
-    assert model.inference["ok"] or model.inference["reason"]  # compiled, or why not
-    servable = prepare(model.pipeline, task, model.inference)
+    inference = inference_verdict(model.pipeline, task, model.train_rows, RS)
+    assert inference["ok"] or inference["reason"]  # compiled, or why not
+    servable = prepare(model.pipeline, model.signature, inference)
     X = training_data(DATASET[task]).X
     columns = {c: X[c].to_numpy() for c in X.columns}
     proba = task == "classification" and hasattr(model.pipeline, "predict_proba")
