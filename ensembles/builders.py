@@ -12,7 +12,7 @@ numeric column as it is and ordinal codes.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -139,14 +139,6 @@ def _ordinal_positions(preprocessing: ColumnTransformer) -> list[int]:
             positions = list(range(start, start + width))
         start += width
     return positions
-
-
-def feature_columns(summaries: Sequence[Mapping[str, Any]]) -> list[FeatureColumn]:
-    """FeatureColumns from column summaries (``name``, ``dtype``, ``n_missing``, ``n_unique``)."""
-    return [
-        FeatureColumn(str(s["name"]), str(s["dtype"]), int(s["n_missing"]) > 0, int(s["n_unique"]))
-        for s in summaries
-    ]
 
 
 def output_columns(preprocessing: ColumnTransformer) -> list[str]:

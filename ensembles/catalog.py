@@ -811,10 +811,6 @@ BASE_KINDS: tuple[Kind, ...] = (
 KINDS: Mapping[str, Kind] = {k.name: k for k in (*ENSEMBLE_KINDS, *BASE_KINDS)}
 
 
-def get_kind(name: str) -> Kind | None:
-    return KINDS.get(name)
-
-
 def catalog_document() -> dict[str, Any]:
     """The document ``GET /v1/kinds`` serves."""
     return {

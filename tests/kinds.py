@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 import pytest
 
-from ensembles.catalog import KINDS, Task
+from ensembles.catalog import BASE_KINDS, KINDS, Task
 
 Spec = dict[str, Any]
 Family = Literal["ensemble", "base"]
@@ -68,16 +68,8 @@ _BASE_PARAMS: Mapping[tuple[str, Task], Spec] = {
         "max_iter": 500,
     },
 }
-_BASES: tuple[str, ...] = (
-    "decision_tree",
-    "logistic_regression",
-    "linear_regression",
-    "ridge",
-    "knn",
-    "svm",
-    "gaussian_nb",
-    "mlp",
-)
+# Every base kind of the catalog, trained as the member of a small bagging.
+_BASES: tuple[str, ...] = tuple(kind.name for kind in BASE_KINDS)
 
 
 def _in_bagging(kind: str, task: Task) -> Spec:
