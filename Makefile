@@ -22,7 +22,10 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
+# scripts/test_deps.sh: the Debian packages the tests run for real (PostgreSQL, Chromium,
+# tmux), installed when missing and run as root (CI); a no-op when they are there.
 pytest: $(STAMP)
+	bash scripts/test_deps.sh
 	$(BIN)/pytest -q
 
 # Serve on $HOST:$PORT (default 127.0.0.1:8000) with ENSEMBLE_WORKERS server processes
