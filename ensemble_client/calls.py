@@ -46,9 +46,10 @@ class Call:
     ok: tuple[int, ...] = (200,)
     timeout: float | None = None
 
-    def request_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments for ``httpx.Client.request`` / ``AsyncClient.request``."""
-        kwargs: dict[str, Any] = {"headers": dict(self.headers)}
+    def request_kwargs(self, headers: Mapping[str, str]) -> dict[str, Any]:
+        """Keyword arguments for ``httpx.Client.request`` / ``AsyncClient.request``, with
+        the session's ``headers`` (the API key) added."""
+        kwargs: dict[str, Any] = {"headers": {**headers, **self.headers}}
         if self.params:
             kwargs["params"] = dict(self.params)
         if self.json is not None:

@@ -74,13 +74,15 @@ class Session:
         self.retry = retry
         self._owned = http is None
         self.http = http or httpx.Client(base_url=self.url, timeout=timeout)
-        self.http.headers.update(auth_headers(api_key))
+        self.auth = auth_headers(api_key)  # per request: a borrowed client stays as it was
 
     def send(self, call: Call) -> httpx.Response:
         attempt = 0
         while True:
             try:
-                response = self.http.request(call.method, call.path, **call.request_kwargs())
+                response = self.http.request(
+                    call.method, call.path, **call.request_kwargs(self.auth)
+                )
             except httpx.TransportError as exc:
                 raise _unreachable(self.url, exc) from None
             delay = self.retry.delay(call, response, attempt)
@@ -127,13 +129,15 @@ class AsyncSession:
         self.retry = retry
         self._owned = http is None
         self.http = http or httpx.AsyncClient(base_url=self.url, timeout=timeout)
-        self.http.headers.update(auth_headers(api_key))
+        self.auth = auth_headers(api_key)  # per request: a borrowed client stays as it was
 
     async def send(self, call: Call) -> httpx.Response:
         attempt = 0
         while True:
             try:
-                response = await self.http.request(call.method, call.path, **call.request_kwargs())
+                response = await self.http.request(
+                    call.method, call.path, **call.request_kwargs(self.auth)
+                )
             except httpx.TransportError as exc:
                 raise _unreachable(self.url, exc) from None
             delay = self.retry.delay(call, response, attempt)

@@ -9,7 +9,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.main import create_app
-from ensemble_client import Client, NotFoundError
+from ensemble_client import AuthenticationError, Client, NotFoundError, PermissionDeniedError
 from tests.api.conftest import make_settings
 from tests.api.support import IRIS_FEATURES, iris_frame
 
@@ -33,3 +33,22 @@ def test_the_sync_client_has_the_same_surface(tmp_path: Path) -> None:
             client.jobs.get("job_missing")
         job = client.jobs.list(model="iris-rf")[0]
         assert client.jobs.wait(job, progress=False).status == "succeeded"
+
+
+def test_api_keys_from_the_argument_or_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings = make_settings(tmp_path / "data", api_keys="k-read:read,k-admin:admin")
+    with TestClient(create_app(settings), base_url="http://test") as http:
+        monkeypatch.delenv("ENSEMBLE_API_KEY", raising=False)
+        with pytest.raises(AuthenticationError) as caught:
+            Client(http=http).models.list()
+        assert (caught.value.status, caught.value.code) == (401, "unauthenticated")
+        monkeypatch.setenv("ENSEMBLE_API_KEY", "k-read")
+        reader = Client(http=http)
+        assert reader.models.list() == []
+        with pytest.raises(PermissionDeniedError) as denied:
+            reader.datasets.upload(iris_frame(), name="iris")
+        assert denied.value.status == 403
+        admin = Client(http=http, api_key="k-admin")  # the argument wins
+        assert admin.datasets.upload(iris_frame(), name="iris").n_rows == 150
