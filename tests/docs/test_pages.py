@@ -18,7 +18,7 @@ README_MAX_LINES = 200
 FENCE = re.compile(r"^```.*?^```", flags=re.MULTILINE | re.DOTALL)
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 CODE = re.compile(r"`([^`\n]+)`")
-PATH = re.compile(r"(app|ensembles|tests|benchmarks|scripts|docs)/[\w./-]*")
+PATH = re.compile(r"(app|ensembles|ensemble_client|tests|benchmarks|scripts|docs)/[\w./-]*")
 
 
 def _prose(page: Path) -> str:
@@ -80,7 +80,7 @@ def test_every_setting_is_documented() -> None:
 
 def test_layout_names_every_module_and_package() -> None:
     layout = set(CODE.findall((DOCS / "layout.md").read_text()))
-    for package in ("app", "ensembles"):
+    for package in ("app", "ensembles", "ensemble_client"):
         for path in sorted((ROOT / package).rglob("*")):
             name = path.relative_to(ROOT).as_posix()
             if "__pycache__" in name or "migrations/" in name:

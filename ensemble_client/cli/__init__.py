@@ -1,0 +1,14 @@
+"""The ``ensemble`` command line, over the client (click + rich).
+
+Its commands live in modules by topic; importing them registers them on the root group.
+"""
+
+from ensemble_client.cli import predict, resources, train
+from ensemble_client.cli.app import cli
+
+__all__ = ["cli", "main", "predict", "resources", "train"]
+
+
+def main() -> None:
+    """The console script ``ensemble`` (also ``python -m ensemble_client``)."""
+    cli(prog_name="ensemble")
