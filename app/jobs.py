@@ -1,8 +1,8 @@
-"""The job runner: training jobs in separate worker processes, a bounded queue, supervision.
+"""The job runner: training jobs run by an executor, a bounded queue, supervision.
 
-Each job runs in its own process (multiprocessing's ``forkserver`` context: children are
-forked from a small single-threaded server that preloaded the library, never from this
-threaded process), so a crash or an out-of-memory kill fails that job and nothing else.
+Each job runs in its own local worker process, or as a task on a Dask cluster when
+``ENSEMBLE_DASK_SCHEDULER`` is set (:mod:`app.executors`, :mod:`app.cluster`), so a
+crash, an out-of-memory kill or a dying Dask worker fails that job and nothing else.
 
 The queue is the jobs table, shared by every server process of the service (there are
 ``ENSEMBLE_WORKERS`` of them, each with its runner): at most ``max_concurrent_jobs`` run
@@ -13,8 +13,8 @@ A runner looks for a job to start when one of its own jobs is queued or ends, an
 ``CLAIM_POLL_S`` (a cheap read) for the jobs of the others.
 
 The runner, an asyncio task of the server, owns the job's life cycle around the worker:
-it marks a job running before starting its process (so the job belongs to this server
-instance, and a restart after a crash of the server fails it), watches the processes,
+it marks a job running before starting its execution (so the job belongs to this server
+instance, and a restart after a crash of the server fails it), watches the executions,
 and settles every job whose worker ended without settling it (killed, crashed, timed
 out, or terminated after a cancel it did not honour in time). Workers report progress
 and read the cancel flag through the registry database, so the status and a cancel
@@ -26,19 +26,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import multiprocessing
-import signal
 import time
 from dataclasses import dataclass
-from multiprocessing.connection import Connection
-from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Final, Literal
 
+from app.executors import Execution, JobExecutor, ProcessExecutor
 from app.metrics import Metrics
 from app.settings import Settings
 from app.threads import in_thread
-from app.worker import WorkerConfig, run_job
+from app.worker import WorkerConfig
 from ensembles import Problem
 from ensembles.errors import ConflictError, NotFoundError, QueueFullError, StorageError
 from ensembles.registry import JobRecord, Registry, job_problem
@@ -66,8 +63,7 @@ Reason = Literal["timeout", "cancelled"]
 
 @dataclass
 class _Running:
-    process: BaseProcess
-    alive: Connection  # the write end of the worker's server-alive pipe (never written)
+    execution: Execution
     deadline: float
     cancel_deadline: float | None = None
     reason: Reason | None = None
@@ -78,13 +74,16 @@ class JobRunner:
     """Queue and supervise training worker processes; every method runs on the event loop."""
 
     def __init__(
-        self, registry: Registry, settings: Settings, metrics: Metrics | None = None
+        self,
+        registry: Registry,
+        settings: Settings,
+        metrics: Metrics | None = None,
+        executor: JobExecutor | None = None,
     ) -> None:
         self.registry = registry
         self.settings = settings
         self.metrics = metrics
-        self._context = multiprocessing.get_context("forkserver")
-        self._context.set_forkserver_preload(["app.worker"])
+        self.executor: JobExecutor = executor or ProcessExecutor()
         self._running: dict[str, _Running] = {}
         self._claim_now = True  # look for a job to start at the next round
         self._last_claim = 0.0
@@ -103,15 +102,9 @@ class JobRunner:
         self._loop_ref = asyncio.get_running_loop()
         self._task = asyncio.create_task(self._loop(), name="job-runner")
         # Start the fork server now, in the background, so the first job starts quickly.
-        self._warming = asyncio.create_task(in_thread(self._warm_up), name="forkserver-warm-up")
-
-    def _warm_up(self) -> None:
-        from multiprocessing import forkserver
-
-        try:
-            forkserver.ensure_running()
-        except Exception:  # the first job will try again and report
-            log.exception("could not start the training fork server")
+        self._warming = asyncio.create_task(
+            in_thread(self.executor.warm_up), name="executor-warm-up"
+        )
 
     def drain(self) -> None:
         """The service is shutting down: requests waiting for a job answer now (202).
@@ -143,10 +136,10 @@ class JobRunner:
             if task is not None:
                 await task
         for entry in self._running.values():
-            _terminate(entry.process)
+            entry.execution.terminate()
         await in_thread(self._join_all, KILL_AFTER_S)
         for entry in self._running.values():
-            entry.alive.close()
+            await in_thread(entry.execution.close)
         interrupted = list(self._running)
         self._running.clear()
         for job_id in interrupted:
@@ -162,14 +155,15 @@ class JobRunner:
         for job in failed:
             self._transition(job)
             self._settled(job.id)
+        await in_thread(self.executor.close)
 
     def _join_all(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         for entry in self._running.values():
-            entry.process.join(max(0.0, deadline - time.monotonic()))
-            if entry.process.exitcode is None:
-                entry.process.kill()
-                entry.process.join(1.0)
+            entry.execution.join(max(0.0, deadline - time.monotonic()))
+            if not entry.execution.ended():
+                entry.execution.kill()
+                entry.execution.join(1.0)
 
     @property
     def healthy(self) -> bool:
@@ -179,12 +173,15 @@ class JobRunner:
         """``"ok"``, or why the runner cannot take jobs (for /readyz)."""
         if self._draining:
             return "the service is shutting down"
-        return "ok" if self.healthy else "the job runner is not running"
+        if not self.healthy:
+            return "the job runner is not running"
+        return self.executor.readiness()
 
     def worker_pid(self, job_id: str) -> int | None:
-        """The process id of a running job's worker (for operators and tests)."""
+        """The process id of a running job's worker (for operators and tests; blocking
+        with a Dask executor, which asks the cluster)."""
         entry = self._running.get(job_id)
-        return None if entry is None else entry.process.pid
+        return None if entry is None else entry.execution.pid
 
     # ------------------------------------------------------------------ submitting
 
@@ -298,7 +295,7 @@ class JobRunner:
             job_id = job.id
             self._transition(job)
             try:
-                process, alive = await in_thread(self._spawn, job_id)
+                execution = await in_thread(self.executor.start, self._config(job_id))
             except Exception as exc:
                 log.exception("could not start a worker for %s", job_id)
                 detail = f"could not start a training process: {type(exc).__name__}: {exc}"
@@ -306,11 +303,11 @@ class JobRunner:
                 await self._finish(job_id, "failed", problem)
                 continue
             deadline = time.monotonic() + self.settings.job_timeout_s
-            self._running[job_id] = _Running(process, alive, deadline)
-            log.debug("job %s runs in process %s", job_id, process.pid)
+            self._running[job_id] = _Running(execution, deadline)
+            log.debug("job %s started", job_id)
 
-    def _spawn(self, job_id: str) -> tuple[BaseProcess, Connection]:
-        config = WorkerConfig(
+    def _config(self, job_id: str) -> WorkerConfig:
+        return WorkerConfig(
             data_dir=str(Path(self.settings.data_dir).resolve()),
             database_url=self.settings.database_url,
             job_id=job_id,
@@ -318,18 +315,6 @@ class JobRunner:
             log_level=self.settings.log_level,
             log_format=self.settings.log_format,
         )
-        reader, writer = self._context.Pipe(duplex=False)
-        process = self._context.Process(
-            target=run_job, args=(config, reader), name=f"train-{job_id}", daemon=True
-        )
-        try:
-            process.start()
-        except BaseException:
-            writer.close()
-            raise
-        finally:
-            reader.close()  # the child has its own copy now
-        return process, writer
 
     async def _supervise(self) -> None:
         now = time.monotonic()
@@ -337,7 +322,7 @@ class JobRunner:
             self._last_scan = now
             await self._scan_cancel_flags()
         for job_id, entry in list(self._running.items()):
-            if entry.process.exitcode is not None:
+            if entry.execution.ended():
                 del self._running[job_id]
                 await self._settle_exited(job_id, entry)
                 continue
@@ -346,7 +331,7 @@ class JobRunner:
             elif entry.reason is None and entry.cancel_deadline and now > entry.cancel_deadline:
                 self._stop(job_id, entry, "cancelled", now)
             elif entry.kill_at is not None and now > entry.kill_at:
-                entry.process.kill()
+                entry.execution.kill()
 
     async def _scan_cancel_flags(self) -> None:
         """Cancels asked elsewhere (another instance, a deleted model) also get a deadline."""
@@ -363,14 +348,11 @@ class JobRunner:
         log.warning("stopping job %s (%s)", job_id, reason)
         entry.reason = reason
         entry.kill_at = now + KILL_AFTER_S
-        _terminate(entry.process)
+        entry.execution.terminate()
 
     async def _settle_exited(self, job_id: str, entry: _Running) -> None:
         """The worker is gone: if it did not record an outcome, record one for it."""
-        exitcode = entry.process.exitcode
-        entry.alive.close()
-        with contextlib.suppress(ValueError):
-            entry.process.close()
+        await in_thread(entry.execution.close)
         try:
             job = await in_thread(self.registry.get_job, job_id)
         except (NotFoundError, StorageError):
@@ -380,11 +362,11 @@ class JobRunner:
             self._transition(job)
             self._settled(job_id)
             return
-        status, error = self._outcome(job, entry.reason, exitcode)
+        status, error = self._outcome(job, entry.reason, entry.execution.death())
         await self._finish(job_id, status, error)
 
     def _outcome(
-        self, job: JobRecord, reason: Reason | None, exitcode: int | None
+        self, job: JobRecord, reason: Reason | None, death: str
     ) -> tuple[Literal["failed", "cancelled"], dict[str, object] | None]:
         if reason == "timeout":
             limit = f"{self.settings.job_timeout_s:g}"
@@ -395,7 +377,7 @@ class JobRunner:
             return "failed", job_problem("timeout", "Training took too long", detail)
         if reason == "cancelled" or job.cancel_requested:
             return "cancelled", None
-        return "failed", job_problem("worker_crashed", "Training process died", _death(exitcode))
+        return "failed", job_problem("worker_crashed", "Training process died", death)
 
     async def _finish(
         self, job_id: str, status: Literal["failed", "cancelled"], error: dict[str, object] | None
@@ -431,20 +413,3 @@ class JobRunner:
             fields["error_detail"] = job.error.get("detail")
         level = logging.WARNING if job.status == "failed" else logging.INFO
         log.log(level, "job %s %s", job.id, job.status, extra={"fields": fields})
-
-
-def _terminate(process: BaseProcess) -> None:
-    if process.exitcode is None:
-        with contextlib.suppress(ProcessLookupError):
-            process.terminate()
-
-
-def _death(exitcode: int | None) -> str:
-    if exitcode is not None and exitcode < 0:
-        try:
-            name = signal.Signals(-exitcode).name
-        except ValueError:
-            name = f"signal {-exitcode}"
-        hint = " (often: it ran out of memory)" if name == "SIGKILL" else ""
-        return f"the training process was killed by {name}{hint}"
-    return f"the training process exited with code {exitcode} before recording a result"

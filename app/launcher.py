@@ -8,8 +8,10 @@ each SIGTERM and waits for their graceful shutdown. Before they start it makes t
 private folder where they write their metrics (:mod:`app.metrics_folder`), and removes
 it once they have stopped.
 
-Exit status: 0 after a shutdown asked by a signal, 2 for invalid settings, 3 when a
-server process could not start (uvicorn's own status for that when it serves alone).
+Exit status: 0 after a shutdown asked by a signal, 2 for invalid settings or a
+dependency they name that cannot be reached (the Dask scheduler of
+``ENSEMBLE_DASK_SCHEDULER``), 3 when a server process could not start (uvicorn's own
+status for that when it serves alone).
 """
 
 from __future__ import annotations
@@ -47,6 +49,17 @@ def load_settings() -> Settings:
             message = str(error["msg"]).removeprefix("Value error, ")
             print(f"invalid setting {name}: {message}", file=sys.stderr)
         sys.exit(EXIT_SETTINGS)
+
+
+def check_dependencies(settings: Settings) -> None:
+    """Exit 2 naming the setting when a dependency it names cannot be reached."""
+    if settings.dask_scheduler is not None:
+        from app.cluster import check_reachable
+
+        problem = check_reachable(settings.dask_scheduler)
+        if problem is not None:
+            print(f"cannot start: {problem}", file=sys.stderr)
+            sys.exit(EXIT_SETTINGS)
 
 
 def serve(settings: Settings, host: str, port: int) -> int:

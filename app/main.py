@@ -27,6 +27,7 @@ from pydantic.json_schema import models_json_schema
 import app as app_package
 from app.deps import require_unless
 from app.docs import add_doc_pages
+from app.executors import JobExecutor, ProcessExecutor
 from app.jobs import JobRunner
 from app.metrics import Metrics
 from app.metrics_folder import shared_metrics_folder
@@ -63,6 +64,16 @@ are RFC 9457 problems (`application/problem+json`) listing every problem with it
 _MULTIPART_SLACK = 1024 * 1024  # form framing and the name field around an uploaded file
 
 
+def executor_for(settings: Settings) -> JobExecutor:
+    """Where training jobs run: a Dask cluster when ENSEMBLE_DASK_SCHEDULER is set
+    (blocking: connects to it), else local worker processes."""
+    if settings.dask_scheduler is None:
+        return ProcessExecutor()
+    from app.cluster import DaskExecutor
+
+    return DaskExecutor.open(settings.dask_scheduler)
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     """A new service around ``settings``; without them, the server process's app: the
     settings are read from the environment now and the process is set up for serving."""
@@ -86,7 +97,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             cache = ModelCache(
                 settings.cache_max_entries, settings.cache_max_bytes, metrics.cache_observer()
             )
-            runner = JobRunner(registry, settings, metrics)
+            runner = JobRunner(registry, settings, metrics, await in_thread(executor_for, settings))
             await runner.start()
         except BaseException:
             report_startup_failure()  # the launcher of several processes exits 3

@@ -80,6 +80,27 @@ def _cgroup_cpu_quota(cgroup: Path) -> int | None:
     return None
 
 
+DASK_SCHEMES: Final = ("tcp", "tls", "ws", "wss", "ucx")
+DASK_HELP: Final = (
+    "ENSEMBLE_DASK_SCHEDULER is the address of a Dask scheduler, such as "
+    "tcp://scheduler:8786 (scheme tcp, tls, ws, wss or ucx, then host:port)"
+)
+
+
+def parse_dask_scheduler(value: object) -> str | None:
+    """``ENSEMBLE_DASK_SCHEDULER``: ``scheme://host:port``; empty: none (local workers)."""
+    if value is None:
+        return None
+    text = str(value).strip()
+    if not text:
+        return None
+    scheme, sep, rest = text.partition("://")
+    host, colon, port = rest.rpartition(":")
+    if not sep or scheme not in DASK_SCHEMES or not colon or not host or not port.isdigit():
+        raise ValueError(DASK_HELP)
+    return text
+
+
 def parse_workers(value: object) -> int | Literal["auto"]:
     """``ENSEMBLE_WORKERS``: a whole number from 1 to MAX_WORKERS, or ``auto``."""
     if isinstance(value, str):
@@ -184,6 +205,11 @@ class Settings(BaseSettings):
         description="After SIGTERM, how long requests in flight may take to finish before "
         "they are cancelled (uvicorn's --timeout-graceful-shutdown, passed by make run).",
     )
+    dask_scheduler: str | None = Field(
+        default=None,
+        description="Address of a Dask scheduler (tcp://host:8786): training jobs run on "
+        "that cluster, their members across its workers; none: local worker processes.",
+    )
     log_level: LogLevel = Field(default="INFO", description="Least severe level logged.")
     log_format: Literal["json", "text"] = Field(
         default="json",
@@ -199,6 +225,11 @@ class Settings(BaseSettings):
     @classmethod
     def _parse_workers(cls, value: object) -> object:
         return parse_workers(value)
+
+    @field_validator("dask_scheduler", mode="before")
+    @classmethod
+    def _parse_dask_scheduler(cls, value: object) -> object:
+        return parse_dask_scheduler(value)
 
     @field_validator("api_keys", mode="before")
     @classmethod

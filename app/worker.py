@@ -2,10 +2,14 @@
 
 It shares nothing with the server but the data folder: it opens its own registry,
 loads the dataset, trains with a progress callback and a cancel token (both throttled
-database round trips), chooses the engine that will serve the model (the compiled one if
-it answers exactly as scikit-learn), publishes the version and exits. Whatever goes
-wrong in here — a bad fit, a crash, running out of memory — ends this process and this
-job only.
+database round trips), its members on every CPU the process may use
+(:func:`app.settings.available_cpus`), chooses the engine that will serve the model (the
+compiled one if it answers exactly as scikit-learn), publishes the version and exits.
+Whatever goes wrong in here — a bad fit, a crash, running out of memory — ends this
+process and this job only.
+
+:func:`run_training` is the job itself, without the process around it: a task on a Dask
+cluster runs it too (:mod:`app.cluster`), with its members on the cluster's workers.
 """
 
 from __future__ import annotations
@@ -20,12 +24,14 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata as importlib_metadata
 from multiprocessing.connection import Connection
 from typing import Any, Literal
 
 from app.logs import configure_logging
+from app.settings import available_cpus
 from ensembles import (
     EnsembleError,
     FittedModel,
@@ -37,6 +43,7 @@ from ensembles import (
     train,
 )
 from ensembles.errors import ConflictError, NotFoundError, StorageError
+from ensembles.parallel import MemberPool
 from ensembles.registry import Registry, SqlRegistry, job_problem
 from ensembles.registry.documents import JobDocument, VersionMetadata
 
@@ -78,7 +85,8 @@ def run_job(config: WorkerConfig, server_alive: Connection) -> None:
     _watch_server(server_alive, parent_gone)
     registry = SqlRegistry.open(config.data_dir, config.database_url)
     try:
-        _run(registry, config.job_id, parent_gone)
+        pool = MemberPool.local(available_cpus())
+        run_training(registry, config.job_id, pool, parent_gone.is_set)
     finally:
         registry.close()
 
@@ -128,14 +136,15 @@ class _Progress:
 
 
 class _Cancel:
-    """A cancel token that reads the job's flag at most every CANCEL_POLL_S."""
+    """A cancel token that reads the job's flag at most every CANCEL_POLL_S, and is set
+    at once when ``stopped()`` (the server is gone; the runner stops a Dask task)."""
 
-    def __init__(self, registry: Registry, job_id: str, parent_gone: threading.Event) -> None:
-        self.registry, self.job_id, self.parent_gone = registry, job_id, parent_gone
+    def __init__(self, registry: Registry, job_id: str, stopped: Callable[[], bool]) -> None:
+        self.registry, self.job_id, self.stopped = registry, job_id, stopped
         self.last, self.set = 0.0, False
 
     def is_set(self) -> bool:
-        if self.set or self.parent_gone.is_set():
+        if self.set or self.stopped():
             return True
         now = time.monotonic()
         if now - self.last >= CANCEL_POLL_S:
@@ -148,15 +157,27 @@ class _Cancel:
         return self.set
 
 
-def _run(registry: Registry, job_id: str, parent_gone: threading.Event) -> None:
+def run_training(
+    registry: Registry,
+    job_id: str,
+    pool: MemberPool,
+    stopped: Callable[[], bool],
+    *,
+    record_stop: bool = True,
+) -> None:
+    """Train a running job and record its outcome: its version, or why it failed.
+
+    ``stopped()`` true: stop as after a cancel, and record the job cancelled unless
+    ``record_stop`` is false (the runner that stopped it records why: timeout, shutdown).
+    """
     job = registry.get_job(job_id)
     if job.status != "running":
         return
+    cancel = _Cancel(registry, job_id, stopped)
     try:
         document = JobDocument.of(job)
         data = _training_data(registry, document)
         progress = _Progress(registry, job_id)
-        cancel = _Cancel(registry, job_id, parent_gone)
         fitted = train(
             data,
             document.ensemble,
@@ -164,6 +185,7 @@ def _run(registry: Registry, job_id: str, parent_gone: threading.Event) -> None:
             document.random_state,
             on_progress=progress,
             cancel=cancel,
+            pool=pool,
         )
         if cancel.is_set():
             raise TrainingCancelledError("training was cancelled")
@@ -174,7 +196,8 @@ def _run(registry: Registry, job_id: str, parent_gone: threading.Event) -> None:
         metadata = version_metadata(job_id, document, data, fitted, inference)
         registry.publish_version(job_id, fitted.pipeline, metadata.to_json())
     except TrainingCancelledError:
-        _finish(registry, job_id, "cancelled", None)
+        if record_stop or not stopped():
+            _finish(registry, job_id, "cancelled", None)
     except NotFoundError as exc:
         detail = f"{exc.detail}: it was deleted after the job was submitted"
         _finish(registry, job_id, "failed", job_problem("invalid_data", "Dataset gone", detail))

@@ -63,6 +63,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.ipc as ipc
+import train_scale
 from loadgen import JSON, LoadGenerator, Run, find_wrk
 from sklearn import datasets
 
@@ -183,9 +184,10 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def service(folder: Path, workers: int) -> Iterator[str]:
+def service(folder: Path, workers: int, **settings: str) -> Iterator[str]:
     """The service as `make run` starts it (``python -m app``), with ``workers`` server
-    processes, on a free loopback port; yields its base URL."""
+    processes and ``settings`` (ENSEMBLE_* variables), on a free loopback port; yields
+    its base URL."""
     port = free_port()
     env = {
         **os.environ,
@@ -193,6 +195,7 @@ def service(folder: Path, workers: int) -> Iterator[str]:
         "ENSEMBLE_WORKERS": str(workers),
         "HOST": "127.0.0.1",
         "PORT": str(port),
+        **settings,
     }
     env.pop("ENSEMBLE_API_KEYS", None)
     log_path = folder / "service.log"
@@ -611,7 +614,14 @@ def main() -> None:
     parser.add_argument("--json", default=str(ROOT / "benchmarks/results/latest.json"))
     parser.add_argument("--label", default="make bench", help="recorded with the results")
     parser.add_argument("--python-loadgen", action="store_true", help="do not use wrk")
-    parser.add_argument("--only", help="only the reference models whose name contains this")
+    parser.add_argument(
+        "--only",
+        help="only the reference models whose name contains this; bench-train-scale: only "
+        "the training scenario at scale (benchmarks/train_scale.py)",
+    )
+    parser.add_argument(
+        "--no-train-scale", action="store_true", help="skip the training scenario at scale"
+    )
     parser.add_argument(
         "--workers",
         type=int,
@@ -621,6 +631,9 @@ def main() -> None:
     args = parser.parse_args()
     if args.quick:
         args.rounds, args.seconds, args.training_rounds = 1, 1.0, 1
+    if args.only == train_scale.NAME:
+        train_scale.main(["--quick"] if args.quick else [])
+        return
     started = time.perf_counter()
     wrk, how = (None, "Python asyncio + httpx (forced)") if args.python_loadgen else find_wrk()
     print(f"load generator: {how}", flush=True)
@@ -687,6 +700,9 @@ def main() -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({**report, "table": text}, indent=2) + "\n", encoding="utf-8")
     print(f"written: {out}")
+    if args.only is None and not args.no_train_scale:
+        print()
+        train_scale.main(["--quick"] if args.quick else [])
 
 
 if __name__ == "__main__":

@@ -39,9 +39,10 @@ MemberWalk = Literal["named", "bagged", "trees", "boosted", "none"]
 # per member (``drawn``), every row reweighted (``weighted``), or stacking's ``cv`` folds
 # for its named members (``folds``; the final estimator sees the ensemble's rows).
 MemberRows = Literal["same", "drawn", "weighted", "folds"]
-# How fitting reports progress: one ``fit``, ``warm_start`` chunks of ``size_param``
-# members (same seeds as one fit), or gradient boosting's per-stage ``monitor`` hook.
-Growth = Literal["once", "warm_start", "monitor"]
+# How fitting reports progress: one ``fit``; one fit of ``size_param`` ``members`` fitted
+# in parallel and counted as they finish (ensembles.parallel); or gradient boosting's
+# per-stage ``monitor`` hook.
+Growth = Literal["once", "members", "monitor"]
 # Where OOB figures come from: the members' own out-of-bag rows (``members``), the same
 # with scikit-learn's ``oob_decision_function_`` / ``oob_prediction_`` for the final value
 # (``forest``), the per-stage ``oob_scores_`` of subsampled boosting (``stages``), none.
@@ -377,7 +378,7 @@ def _bagging(name: str, description: str, fixed: dict[str, Any], extra: tuple[Pa
         default_estimator=BOTH_TASKS_TREE,
         members="bagged",
         member_rows="drawn",
-        growth="warm_start",
+        growth="members",
         oob="members",
         curve="oob",
     )
@@ -393,7 +394,7 @@ def _forest(name: str, description: str, classes: Mapping[Task, type], bootstrap
         votes=True,
         size_param="n_estimators",
         members="trees",
-        growth="warm_start",
+        growth="members",
         oob="forest",
         curve="oob",
     )

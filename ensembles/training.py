@@ -1,22 +1,19 @@
 """Fitting a resolved spec on a table, with progress, cancellation and honest metrics.
 
-Synchronous and pure: the caller (a worker process in the service) passes a progress
-callback and a cancel token.  Forests and the bagging family grow in warm-start chunks and
-gradient boosting reports each stage through its ``monitor`` hook; both give the very
-model a one-shot fit gives (scikit-learn draws the same seeds either way), which the
-tests check.
+Synchronous and pure: the caller (a worker process in the service, or a task on a Dask
+cluster) passes a progress callback, a cancel token and the :class:`MemberPool` where
+members are fitted.  Forests and the bagging family are fitted in ONE call, their members
+in parallel (:mod:`ensembles.parallel`: threads here, or the workers of a Dask cluster),
+progress counted as members finish and a cancel aborting the fit at once; gradient
+boosting reports each stage through its ``monitor`` hook.  Either way the model is the
+very one a one-shot fit with scikit-learn gives, whatever the pool (members' seeds are
+drawn before they are dispatched), which the tests check.
 
-Fitting uses every core where the estimator allows it and it pays: estimators built with
-``n_jobs`` unset run their members (trees, bagged estimators, voting and stacking members,
-CV folds of stacking) on every core through joblib's threading backend, which changes no
-result (members' seeds are drawn before they are dispatched).  Only from
-``PARALLEL_MIN_CELLS`` preprocessed cells on: joblib's threads report back every 10 ms,
-so on small tables (breast_cancer: 569 x 30) a chunk of trees fits faster in one thread
-than the hand-offs take (measured: 100 trees in 10 chunks, 0.38 s threaded against 0.16 s),
-while 20,000 x 20 fits twice as fast on 2 cores.  BLAS stays single-threaded throughout,
-so the two levels do not fight over the cores (and on small tables BLAS threads cost more
-than they give: logistic regression fits 2-3x faster).  The stored model keeps ``n_jobs``
-unset, so its predictions run in one thread, in order, bit for bit repeatable.
+Voting and stacking members and the CV folds of stacking run in the pool too.  BLAS stays
+single-threaded throughout, so the two levels do not fight over the cores (and on small
+tables BLAS threads cost more than they give: logistic regression fits 2-3x faster).  The
+stored model keeps ``n_jobs`` unset, so its predictions run in one thread, in order, bit
+for bit repeatable.
 
 Training does not compile: which engine serves the model is decided afterwards
 (:func:`ensembles.inference.inference_verdict`), on the rows training used
@@ -34,14 +31,12 @@ from __future__ import annotations
 import math
 import re
 import time
-import traceback
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-import joblib
 import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
@@ -50,7 +45,6 @@ from sklearn.calibration import CalibratedClassifierCV
 from sklearn.ensemble import AdaBoostClassifier, AdaBoostRegressor
 from sklearn.model_selection import KFold, StratifiedKFold, train_test_split
 from sklearn.pipeline import Pipeline
-from threadpoolctl import threadpool_limits
 
 from ensembles import metrics
 from ensembles.builders import (
@@ -64,15 +58,14 @@ from ensembles.catalog import KINDS, Kind, Task
 from ensembles.data import TrainingData
 from ensembles.errors import Location, Problem, TrainingCancelledError, TrainingError
 from ensembles.members import members_of
+from ensembles.parallel import MemberPool, member_frames, members_in_parallel
 from ensembles.reports import Metrics
 from ensembles.signature import ModelSignature, Voting
 from ensembles.specs import EstimatorSpec, EvaluationSpec
 
 ProgressCallback = Callable[[int, int, str], None]
-CHUNKS = 10
 HOLDOUT: Location = ("evaluation", "holdout_fraction")
 CV_FOLDS: Location = ("evaluation", "cv_folds")
-PARALLEL_MIN_CELLS = 50_000  # preprocessed rows x columns from which members fit in parallel
 
 
 class CancelToken(Protocol):
@@ -100,14 +93,31 @@ class FittedModel:
 class _Run:
     on_progress: ProgressCallback | None
     cancel: CancelToken | None
+    pool: MemberPool
 
     def report(self, done: int, total: int, stage: str) -> None:
         if self.on_progress is not None:
             self.on_progress(done, total, stage)
 
     def check(self) -> None:
-        if self.cancel is not None and self.cancel.is_set():
+        if self.cancelled():
             raise TrainingCancelledError("training was cancelled")
+
+    def cancelled(self) -> bool:
+        return self.cancel is not None and self.cancel.is_set()
+
+    @contextmanager
+    def parallel(self, members: int | None = None, stage: str = "fitting") -> Iterator[None]:
+        """Fit inside with members on the pool; ``members``: how many, for progress."""
+
+        def progress(done: int) -> None:
+            assert members is not None
+            self.report(done, members, stage)
+
+        with members_in_parallel(
+            self.pool, members=members, on_progress=progress, cancelled=self.cancelled
+        ):
+            yield
 
 
 def train(
@@ -118,9 +128,11 @@ def train(
     *,
     on_progress: ProgressCallback | None = None,
     cancel: CancelToken | None = None,
+    pool: MemberPool | None = None,
 ) -> FittedModel:
-    """Split, fit, measure.  ``spec`` must come from ``validation.resolve_ensemble``."""
-    run = _Run(on_progress, cancel)
+    """Split, fit, measure.  ``spec`` must come from ``validation.resolve_ensemble``;
+    members are fitted on ``pool`` (default: a thread per CPU of this process)."""
+    run = _Run(on_progress, cancel, pool or MemberPool.local())
     started = time.perf_counter()
     task: Task = data.task
     kind = KINDS[spec.kind]
@@ -209,18 +221,6 @@ def train(
             "task_inferred": data.task_inferred,
         },
     )
-
-
-@contextmanager
-def every_core(n_cells: int) -> Iterator[None]:
-    """Members on every core (joblib threads) for tables of at least PARALLEL_MIN_CELLS
-    cells, BLAS single-threaded inside them."""
-    with threadpool_limits(limits=1, user_api="blas"):
-        if n_cells < PARALLEL_MIN_CELLS:
-            yield
-            return
-        with joblib.parallel_config(backend="threading", n_jobs=-1):
-            yield
 
 
 def _split(
@@ -383,8 +383,7 @@ def _fit_pipeline(
     """Fit preprocessing, then the ensemble with progress; returns the preprocessed rows."""
     run.report(0, 1, "preprocessing")
     Xt = np.asarray(pipeline[:-1].fit_transform(X, y))
-    with every_core(Xt.size):
-        _fit_ensemble(pipeline[-1], kind, Xt, y, run)
+    _fit_ensemble(pipeline[-1], kind, Xt, y, run)
     return Xt
 
 
@@ -396,39 +395,29 @@ def _fit_ensemble(
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         if kind.growth == "monitor":
-            _fit_boosting(ensemble, Xt, y, total, run)
-        elif kind.growth == "warm_start":
-            _fit_in_chunks(ensemble, kind, Xt, y, total, run)
+            with run.parallel():
+                _fit_boosting(ensemble, Xt, y, total, run)
+        elif kind.growth == "members":
+            _fit_members(ensemble, kind, Xt, y, total, run)
         else:
             run.report(0, 1, "fitting")
-            ensemble.fit(Xt, y)
+            with run.parallel():
+                ensemble.fit(Xt, y)
             run.report(1, 1, "fitting")
 
 
-def _fit_in_chunks(
+def _fit_members(
     ensemble: BaseEstimator, kind: Kind, Xt: NDArray[Any], y: NDArray[Any], total: int, run: _Run
 ) -> None:
-    """Grow a forest or bagging ensemble chunk by chunk (same seeds as one fit)."""
-    assert kind.size_param is not None
-    bagged = kind.members == "bagged"
+    """A forest or bagging ensemble in one fit, its members in parallel, counted as they
+    finish.  Forests score their own OOB rows when they bootstrap; the bagging family's
+    OOB figures come from ``metrics`` (which also draws its curve)."""
     own_oob = kind.oob == "forest" and bool(ensemble.get_params().get("bootstrap"))
-    step = max(1, math.ceil(total / CHUNKS))
-    seeds: list[NDArray[Any]] = []
-    for size in [*range(step, total, step), total]:
-        run.check()
-        last = size == total
-        # Bagging refuses oob_score with warm_start: its OOB is computed in metrics.
-        ensemble.set_params(warm_start=True, **{kind.size_param: size}, oob_score=own_oob and last)
+    ensemble.set_params(oob_score=own_oob)
+    run.report(0, total, "fitting")
+    with run.parallel(members=total):
         ensemble.fit(Xt, y)
-        if bagged:
-            seeds.append(ensemble._seeds)
-        run.report(size, total, "fitting")
-    if bagged:
-        # A warm-started bagging keeps only the last chunk's member seeds, from which it
-        # derives ``estimators_samples_``; the chunks drew consecutive values of one
-        # stream, so their concatenation is exactly the one-shot fit's seed array.
-        ensemble._seeds = np.concatenate(seeds)
-    ensemble.set_params(warm_start=False)
+    run.report(total, total, "fitting")
 
 
 def _fit_boosting(
@@ -510,7 +499,7 @@ def _cross_validate(
         fold = build_pipeline(spec, data.task, features, random_state)
         doing = f"cross-validate this model (fold {i + 1} of {k})"
         with scikit_learn_errors(doing, spec, data.task, CV_FOLDS):
-            with warnings.catch_warnings(), every_core(X.size):
+            with warnings.catch_warnings(), run.parallel(stage="cross_validating"):
                 warnings.simplefilter("ignore", UserWarning)
                 fold.fit(X.iloc[tr], y[tr])
             classes = list(fold.classes_) if data.task == "classification" else []
@@ -553,10 +542,7 @@ def scikit_learn_errors(
 def raised_by_scikit_learn(exc: BaseException) -> bool:
     """True when the error came out of scikit-learn: below the innermost frame of this
     project's code (the call that failed) there is a frame of scikit-learn."""
-    modules = [
-        str(frame.f_globals.get("__name__", ""))
-        for frame, _ in traceback.walk_tb(exc.__traceback__)
-    ]
+    modules = [str(frame.f_globals.get("__name__", "")) for frame in member_frames(exc)]
     own = [i for i, name in enumerate(modules) if name.split(".")[0] in _OWN_PACKAGES]
     below = modules[own[-1] + 1 :] if own else modules
     return any(name.split(".")[0] == "sklearn" for name in below)
@@ -603,7 +589,7 @@ def spec_nodes(
 def _failing_estimator(exc: BaseException) -> BaseEstimator | None:
     """The innermost estimator whose method was running when ``exc`` was raised."""
     failing = None
-    for frame, _ in traceback.walk_tb(exc.__traceback__):
+    for frame in member_frames(exc):
         obj = frame.f_locals.get("self")
         if isinstance(obj, BaseEstimator):
             failing = obj

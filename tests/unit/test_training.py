@@ -1,4 +1,4 @@
-"""Fidelity to scikit-learn called directly, OOB, chunked training, progress and cancel.
+"""Fidelity to scikit-learn called directly, OOB, parallel members, progress and cancel.
 
 Every kind is trained for each task by ``tests/unit/test_kinds.py``.
 
@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from joblib import parallel_config
 from sklearn import ensemble as E  # noqa: N812
 from sklearn.base import BaseEstimator, clone
 from sklearn.calibration import CalibratedClassifierCV
@@ -27,6 +28,7 @@ from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
 
 from ensembles.catalog import ENSEMBLE_KINDS
 from ensembles.errors import TrainingCancelledError
+from ensembles.parallel import MemberPool
 from ensembles.specs import EvaluationSpec, parse_estimator_spec
 from ensembles.training import FittedModel, train
 from ensembles.validation import resolve_ensemble
@@ -324,7 +326,7 @@ def test_no_oob_is_explained_in_notes() -> None:
     assert any("OOB" in note for note in model.metrics.notes)
 
 
-# --- chunked training, progress and cancellation ------------------------------------
+# --- members in parallel, progress and cancellation ----------------------------------
 
 
 @pytest.mark.parametrize(
@@ -337,16 +339,22 @@ def test_no_oob_is_explained_in_notes() -> None:
     ],
     ids=lambda raw: raw["kind"],
 )
-def test_chunked_training_with_progress_equals_a_one_shot_fit(raw: dict[str, Any]) -> None:
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_training_with_progress_equals_a_one_shot_fit(raw: dict[str, Any], threads: int) -> None:
+    """However many threads fit the members, counted as they finish: scikit-learn's model."""
     data = training_data("wine")
     seen: list[tuple[int, int, str]] = []
-    model = fit("wine", raw, on_progress=lambda d, t, s: seen.append((d, t, s)))
+    model = fit(
+        "wine", raw, on_progress=lambda d, t, s: seen.append((d, t, s)), pool=MemberPool(threads)
+    )
     fitting = [(d, t) for d, t, s in seen if s == "fitting"]
     n = raw["params"]["n_estimators"]
     assert len(fitting) > 2 and fitting[-1] == (n, n)
     assert [d for d, _ in fitting] == sorted(d for d, _ in fitting)
-    one_shot = clone(model.pipeline[-1]).set_params(warm_start=False)
-    one_shot.fit(data.X.to_numpy(), data.y)
+    assert any(0 < d < n for d, _ in fitting)  # counted as they finish, not at the end
+    one_shot = clone(model.pipeline[-1])
+    with parallel_config(backend="sequential"):
+        one_shot.fit(data.X.to_numpy(), data.y)
     np.testing.assert_array_equal(
         model.pipeline.predict_proba(data.X), one_shot.predict_proba(data.X.to_numpy())
     )

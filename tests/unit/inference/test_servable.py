@@ -32,9 +32,10 @@ from ensembles.inference import (
     rows,
 )
 from ensembles.members import members_of
+from ensembles.parallel import MemberPool, members_in_parallel
 from ensembles.signature import ModelSignature
 from ensembles.specs import EvaluationSpec, parse_estimator_spec
-from ensembles.training import FittedModel, every_core, train
+from ensembles.training import FittedModel, train
 from ensembles.validation import resolve_ensemble
 from tests.unit.datasets import frame, training_data
 
@@ -288,11 +289,11 @@ def test_the_verdict_after_training_and_n_jobs_left_unset() -> None:
 
 @pytest.mark.parametrize("kind", ["random_forest", "bagging", "soft_voting", "stacking"])
 def test_fitting_on_every_core_changes_nothing(kind: str) -> None:
-    """The threaded fit (tables from PARALLEL_MIN_CELLS cells) gives the very same model."""
+    """Members fitted on three threads, counted: the very model of a plain fit."""
     data = training_data("breast_cancer")
     spec = resolve_ensemble(parse_estimator_spec(SPECS[kind]), data.task)
     columns = [FeatureColumn(f.name, f.dtype, f.n_missing > 0, f.n_unique) for f in data.features]
     one = build_pipeline(spec, data.task, columns, 3).fit(data.X, data.y)
-    with every_core(n_cells=10**9):
+    with members_in_parallel(MemberPool(3), members=None):
         every = build_pipeline(spec, data.task, columns, 3).fit(data.X, data.y)
     np.testing.assert_array_equal(every.predict_proba(data.X), one.predict_proba(data.X))

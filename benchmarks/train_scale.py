@@ -1,0 +1,208 @@
+"""Training at a size where distribution matters: the service against scikit-learn.
+
+A random forest (default: 300 trees, ``min_samples_leaf=20``) on a generated table
+(default: 500,000 rows x 40 features, two classes; ``--quick``: 50,000 x 20, 60 trees),
+timed three ways in one run, each ``--rounds`` times:
+
+* **service, local workers**: ``python -m app`` on a free loopback port, from the submit
+  call to the version being visible (``GET .../versions/{n}`` answers 200);
+* **service, Dask**: the same with ``ENSEMBLE_DASK_SCHEDULER`` pointing at a
+  ``distributed.LocalCluster`` of 2 worker processes x 1 thread started here;
+* **direct**: ``RandomForestClassifier(..., n_jobs=-1, oob_score=True)`` fitted in this
+  process on the same rows (the service also measures OOB; it fits all rows here:
+  no hold-out, no cross-validation).
+
+The ratios service / direct are printed (goal: at most 1.15 either way). The service does
+more than the fit (members' scores, the OOB curve, the compiled-engine verdict, the
+artifact with its sha256), all counted. Timings on a shared machine are noisy: compare
+within one run.
+
+    make bench BENCH_ARGS="--only bench-train-scale [--quick]"      # or:
+    .venv/bin/python benchmarks/train_scale.py [--quick] [--rows N] [--features N]
+        [--trees N] [--rounds N] [--json PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import pandas as pd
+from sklearn.datasets import make_classification
+from sklearn.ensemble import RandomForestClassifier
+
+NAME = "bench-train-scale"
+ROOT = Path(__file__).resolve().parents[1]
+SEED = 0
+LEAF = 20
+
+
+def table(rows: int, features: int) -> pd.DataFrame:
+    X, y = make_classification(
+        n_samples=rows,
+        n_features=features,
+        n_informative=max(2, features // 2),
+        flip_y=0.05,
+        random_state=SEED,
+    )
+    frame = pd.DataFrame(X, columns=[f"f{i}" for i in range(features)])
+    frame["target"] = np.where(y == 1, "yes", "no")
+    return frame
+
+
+def parquet(frame: pd.DataFrame) -> bytes:
+    out = io.BytesIO()
+    frame.to_parquet(out, index=False)
+    return out.getvalue()
+
+
+def through_service(
+    body: bytes, trees: int, rounds: int, **settings: str
+) -> list[tuple[float, float]]:
+    """(seconds from submit to visible version, of which ``train()``: fit and metrics),
+    ``rounds`` times, on a fresh service."""
+    from service_bench import service
+
+    walls = []
+    with tempfile.TemporaryDirectory(prefix="ensemble-train-scale-") as tmp:
+        limits = {"ENSEMBLE_MAX_UPLOAD_BYTES": str(len(body) + 1_000_000)}
+        with (
+            service(Path(tmp), 1, **limits, **settings) as base,
+            httpx.Client(base_url=base, timeout=600) as client,
+        ):
+            files = {"file": ("table.parquet", body, "application/vnd.apache.parquet")}
+            uploaded = client.post("/v1/datasets", files=files, data={"name": "scale"})
+            uploaded.raise_for_status()
+            request = {
+                "dataset_id": uploaded.json()["id"],
+                "target": "target",
+                "task": "classification",
+                "ensemble": {
+                    "kind": "random_forest",
+                    "params": {"n_estimators": trees, "min_samples_leaf": LEAF},
+                },
+                "evaluation": {"holdout_fraction": 0.0, "cv_folds": 0},
+                "random_state": SEED,
+            }
+            for _ in range(rounds):
+                walls.append(_train(client, request))
+    return walls
+
+
+def _train(client: httpx.Client, request: dict[str, Any]) -> tuple[float, float]:
+    started = time.perf_counter()
+    response = client.post("/v1/models/scale/versions", json=request)
+    if response.status_code != 202:
+        raise RuntimeError(f"training refused: {response.text}")
+    job = response.json()
+    url = f"/v1/models/scale/versions/{job['version']}"
+    while (got := client.get(url)).status_code != 200:
+        state = client.get(f"/v1/jobs/{job['id']}").json()
+        if state["status"] in ("failed", "cancelled"):
+            raise RuntimeError(f"training {state['status']}: {state['error']}")
+        time.sleep(0.05)
+    return time.perf_counter() - started, float(got.json()["training"]["duration_s"])
+
+
+def direct(frame: pd.DataFrame, trees: int, rounds: int) -> list[float]:
+    X, y = frame.drop(columns="target").to_numpy(), frame["target"].to_numpy()
+    walls = []
+    for _ in range(rounds):
+        forest = RandomForestClassifier(
+            n_estimators=trees, min_samples_leaf=LEAF, oob_score=True, n_jobs=-1, random_state=SEED
+        )
+        started = time.perf_counter()
+        forest.fit(X, y)
+        walls.append(time.perf_counter() - started)
+    return walls
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="50,000 x 20, 60 trees")
+    parser.add_argument("--rows", type=int)
+    parser.add_argument("--features", type=int)
+    parser.add_argument("--trees", type=int)
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--json", default=str(ROOT / "benchmarks/results/train_scale.json"))
+    args = parser.parse_args(argv)
+    rows = args.rows or (50_000 if args.quick else 500_000)
+    features = args.features or (20 if args.quick else 40)
+    trees = args.trees or (60 if args.quick else 300)
+    frame = table(rows, features)
+    body = parquet(frame)
+    print(
+        f"training at scale: random forest of {trees} trees (min_samples_leaf={LEAF}) on "
+        f"{rows:,} rows x {features} features, {args.rounds} round(s), "
+        f"{os.cpu_count()} CPUs",
+        flush=True,
+    )
+    from distributed import LocalCluster
+
+    results: dict[str, list[float]] = {"direct": direct(frame, trees, args.rounds)}
+    print(f"  direct fit (n_jobs=-1): {results['direct']}", flush=True)
+    train_s: dict[str, list[float]] = {}
+    local = through_service(body, trees, args.rounds)
+    results["service_local"], train_s["service_local"] = (
+        [w for w, _ in local],
+        [t for _, t in local],
+    )
+    print(f"  service, local workers: {local} (wall, train())", flush=True)
+    with LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None
+    ) as cluster:
+        on_dask = through_service(
+            body, trees, args.rounds, ENSEMBLE_DASK_SCHEDULER=cluster.scheduler_address
+        )
+    results["service_dask"], train_s["service_dask"] = (
+        [w for w, _ in on_dask],
+        [t for _, t in on_dask],
+    )
+    print(f"  service, Dask (2 workers x 1 thread): {on_dask} (wall, train())", flush=True)
+    floor = statistics.median(results["direct"])
+    lines = [
+        "| how | median s | runs | ratio to direct | of which train() (fit + metrics) |",
+        "|---|---:|---|---:|---:|",
+    ]
+    for how, label in (
+        ("direct", "scikit-learn, n_jobs=-1"),
+        ("service_local", "service, local workers"),
+        ("service_dask", "service, 2-worker LocalCluster"),
+    ):
+        median = statistics.median(results[how])
+        runs = ", ".join(f"{v:.2f}" for v in results[how])
+        inside = f"{statistics.median(train_s[how]):.2f}" if how in train_s else "-"
+        lines.append(f"| {label} | {median:.2f} | {runs} | {median / floor:.2f} | {inside} |")
+    text = "\n".join(lines)
+    print()
+    print(text)
+    report = {
+        "rows": rows,
+        "features": features,
+        "trees": trees,
+        "min_samples_leaf": LEAF,
+        "rounds": args.rounds,
+        "seconds": results,
+        "train_s": train_s,
+        "ratios": {k: statistics.median(v) / floor for k, v in results.items()},
+        "goal": 1.15,
+        "table": text,
+    }
+    out = Path(args.json)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    print(f"written: {out}")
+    return report
+
+
+if __name__ == "__main__":
+    main()
