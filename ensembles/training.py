@@ -217,8 +217,17 @@ def train(
         assert X_hold is not None and y_hold is not None
         bv_started = time.perf_counter()
         science["bias_variance"] = _bias_variance(
-            spec, task, features, classes, X_train, y_train, X_hold, y_hold, asked.rounds,
-            random_state, run,
+            spec,
+            task,
+            features,
+            classes,
+            X_train,
+            y_train,
+            X_hold,
+            y_hold,
+            asked.rounds,
+            random_state,
+            run,
         )
         bv_s = time.perf_counter() - bv_started
     signature = ModelSignature(
@@ -575,9 +584,7 @@ def _cross_validate(
     return metrics.mean_scores(folds)
 
 
-def _splitter(
-    task: Task, evaluation: EvaluationSpec, random_state: int
-) -> StratifiedKFold | KFold:
+def _splitter(task: Task, evaluation: EvaluationSpec, random_state: int) -> StratifiedKFold | KFold:
     """The folds of ``evaluation.cv_folds`` (shuffled with the request's seed)."""
     k = evaluation.cv_folds
     if task == "classification":

@@ -69,9 +69,7 @@ def replay_samme(wrong: NDArray[np.bool_], n_classes: int, learning_rate: float)
     return Replay(seen, w / w.sum(), errors, alphas)
 
 
-def replay_r2(
-    predictions: FloatArray, y: FloatArray, loss: str, learning_rate: float
-) -> Replay:
+def replay_r2(predictions: FloatArray, y: FloatArray, loss: str, learning_rate: float) -> Replay:
     """AdaBoost.R2's row weights from each member's predictions on the training rows."""
     n = predictions.shape[1]
     w = np.full(n, 1.0 / n)
@@ -136,9 +134,11 @@ def hardest_rows(
     fitted = len(ensemble.estimators_)
     expected = np.asarray(ensemble.estimator_errors_[: len(found.errors)], dtype=np.float64)
     # scikit-learn records no error for a regressor's lone too-weak first member (1.0 stays).
-    comparable = [i for i, err in enumerate(found.errors) if err < 0.5 or isinstance(
-        ensemble, AdaBoostClassifier
-    )]
+    comparable = [
+        i
+        for i, err in enumerate(found.errors)
+        if err < 0.5 or isinstance(ensemble, AdaBoostClassifier)
+    ]
     if len(found.seen) != fitted or not np.allclose(
         np.asarray(found.errors)[comparable], expected[comparable], rtol=1e-9, atol=1e-12
     ):

@@ -84,10 +84,10 @@ def describe_folds(cv: Any, splits: Splits) -> dict[str, Any]:
 def _labels_from(output: NDArray[Any], method: str) -> NDArray[np.int64]:
     """Class indices from a member's stack output (members are fitted on encoded labels)."""
     if method == "predict":
-        return np.asarray(output).astype(np.int64)
+        return np.asarray(output, dtype=np.int64)
     if output.ndim == 1:  # binary decision_function
-        return (output > 0).astype(np.int64)
-    return np.argmax(output, axis=1).astype(np.int64)
+        return np.asarray(output > 0, dtype=np.int64)
+    return np.asarray(np.argmax(output, axis=1), dtype=np.int64)
 
 
 def meta_features(
@@ -162,7 +162,8 @@ class FoldCollector:
         self.splits.append((np.asarray(train), np.asarray(va)))
         pred = np.asarray(fold.predict(X_va))
         if self.ensemble is None:
-            self.ensemble = np.empty(self.n, dtype=pred.dtype if pred.dtype.kind in "biuf" else object)
+            kept = pred.dtype if pred.dtype.kind in "biuf" else object
+            self.ensemble = np.empty(self.n, dtype=kept)
         self.ensemble[va] = pred
         k = len(self.classes)
         if self.task == "classification" and hasattr(fold, "predict_proba"):

@@ -88,7 +88,8 @@ def _members(ensemble: BaseEstimator, walk: MemberWalk | None, with_samples: boo
     if walk in ("bagged", "trees"):
         return members_of(ensemble, with_samples=with_samples)
     if walk == "boosted":
-        return [Member(f"member_{i}", e, None, None, 1.0) for i, e in enumerate(ensemble.estimators_)]
+        fitted = ensemble.estimators_
+        return [Member(f"member_{i}", e, None, None, 1.0) for i, e in enumerate(fitted)]
     if walk is None:
         return _generic_members(ensemble)
     return []
