@@ -78,10 +78,15 @@ def pairwise_matrices(
     theta1 = np.zeros_like(n)
     theta2 = np.zeros_like(n)
     v = valid.astype(np.float64)
+    everywhere = bool(valid.all())
     for c in range(n_classes):
         said = ((labels == c) & valid).astype(np.float64)
         theta1 += said @ said.T
-        theta2 += (said @ v.T) * (v @ said.T)  # count_i(c) * count_k(c) on common rows
+        if everywhere:  # hold-out rows: the counts do not depend on the pair
+            counts = said.sum(axis=1)
+            theta2 += np.outer(counts, counts)
+        else:  # count_i(c) * count_k(c) on the rows common to i and k
+            theta2 += (said @ v.T) * (v @ said.T)
     theta1 = _divide(theta1, n)
     theta2 = _divide(theta2, n * n)
     return {
