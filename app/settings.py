@@ -192,6 +192,12 @@ class Settings(BaseSettings):
     max_total_members: int = Field(
         default=20_000, ge=1, description="Most estimators one training fits across nesting."
     )
+    max_bias_variance_rounds: int = Field(
+        default=50,
+        ge=2,
+        description="Most bootstrap refits evaluation.bias_variance.rounds may ask for (each "
+        "refits the ensemble and one member).",
+    )
 
     workers: Annotated[int | Literal["auto"], NoDecode] = Field(
         default=1,

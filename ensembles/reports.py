@@ -14,6 +14,14 @@ from pydantic import BaseModel, ConfigDict, Field
 from ensembles.metrics import Scores
 
 
+class Curve(BaseModel):
+    name: str
+    x_label: str
+    x: list[float]
+    y_label: str
+    y: list[float]
+
+
 class Metrics(BaseModel):
     """OOB, hold-out, cross-validation and training scores, per-member spreads, the score
     curve, and notes saying why a figure is missing.
@@ -30,4 +38,12 @@ class Metrics(BaseModel):
     train: Scores | None = None
     estimators: list[dict[str, Any]] = Field(default_factory=list)
     curve: dict[str, Any] | None = None
+    curves: list[Curve] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
+    # Why the ensemble works (ensembles.science): each block None, with a note, where it
+    # does not apply; their shapes are in docs/science.md.
+    diversity: dict[str, Any] | None = None
+    ambiguity: dict[str, Any] | None = None
+    oof: dict[str, Any] | None = None
+    hardest_rows: dict[str, Any] | None = None
+    bias_variance: dict[str, Any] | None = None

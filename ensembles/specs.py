@@ -44,6 +44,16 @@ class NamedEstimatorSpec(EstimatorSpec):
     name: str = Field(description="Member name, unique within its ensemble.")
 
 
+class BiasVarianceSpec(_Frozen):
+    """Refit on bootstrap samples to split the hold-out error into bias and variance."""
+
+    rounds: int = Field(
+        ge=2,
+        description="Bootstrap refits of the ensemble and of one member (bounded by the "
+        "server's ENSEMBLE_MAX_BIAS_VARIANCE_ROUNDS).",
+    )
+
+
 class EvaluationSpec(_Frozen):
     """How the model is measured besides its OOB estimate."""
 
@@ -52,6 +62,10 @@ class EvaluationSpec(_Frozen):
     )
     cv_folds: int = Field(
         default=0, ge=0, le=20, description="k-fold cross-validation on the training rows; 0: none."
+    )
+    bias_variance: BiasVarianceSpec | None = Field(
+        default=None,
+        description="Bias-variance decomposition on the hold-out rows (off when absent).",
     )
 
 

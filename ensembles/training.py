@@ -60,6 +60,9 @@ from ensembles.errors import Location, Problem, TrainingCancelledError, Training
 from ensembles.members import members_of
 from ensembles.parallel import MemberPool, member_frames, members_in_parallel
 from ensembles.reports import Metrics
+from ensembles.science import bias_variance, measures
+from ensembles.science.curves import curves_of
+from ensembles.science.oof import FoldCollector
 from ensembles.signature import ModelSignature, Voting
 from ensembles.specs import EstimatorSpec, EvaluationSpec
 
@@ -138,9 +141,15 @@ def train(
     kind = KINDS[spec.kind]
     notes: list[str] = []
     features = [FeatureColumn(f.name, f.dtype, f.n_missing > 0, f.n_unique) for f in data.features]
-    X_train, X_hold, y_train, y_hold = _split(
+    X_train, X_hold, y_train, y_hold, train_positions = _split(
         data, evaluation.holdout_fraction, random_state, notes
     )
+    asked = evaluation.bias_variance
+    if asked is not None and X_hold is None:
+        raise TrainingError(
+            "the bias-variance decomposition needs hold-out rows",
+            bias_variance.problems(evaluation, asked.rounds),
+        )
     if evaluation.cv_folds:
         # Before the long fit: a split that cannot cross-validate fails at once.
         cv_rows = cv_problems(y_train, task, evaluation.cv_folds)
@@ -183,12 +192,56 @@ def train(
         curve = _curve(kind, ensemble, oob_curve, Xbt, yb, task, basis, notes)
     run.check()
     cv: metrics.Scores | None = None
+    collector = (
+        FoldCollector(len(y_train), task, classes)
+        if evaluation.cv_folds and kind.members == "named" and kind.member_rows == "same"
+        else None
+    )
     if evaluation.cv_folds:
         cv = _cross_validate(
-            data, spec, features, X_train, y_train, evaluation, random_state, run, notes
+            data, spec, features, X_train, y_train, evaluation, random_state, run, notes, collector
         )
     else:
         notes.append("no cross-validation (cv_folds = 0)")
+    run.report(0, 1, "measuring")
+    science_started = time.perf_counter()
+    with scikit_learn_errors("measure this model's members", spec, task, ("ensemble",)):
+        evidence = measures.Evidence(
+            pipeline=pipeline,
+            kind=kind,
+            task=task,
+            classes=classes,
+            Xt=Xt,
+            y_train=y_train,
+            train_positions=train_positions,
+            Xht=Xbt if X_hold is not None else None,
+            y_hold=y_hold,
+            oob=oob,
+            cv_folds=collector.result(_splitter(task, evaluation, random_state))
+            if collector
+            else None,
+            random_state=random_state,
+        )
+        science = measures.measure(evidence, notes)
+    science_s = time.perf_counter() - science_started
+    bv_s: float | None = None
+    if asked is not None:
+        assert X_hold is not None and y_hold is not None
+        bv_started = time.perf_counter()
+        science["bias_variance"] = _bias_variance(
+            spec,
+            task,
+            features,
+            classes,
+            X_train,
+            y_train,
+            X_hold,
+            y_hold,
+            asked.rounds,
+            random_state,
+            run,
+        )
+        bv_s = time.perf_counter() - bv_started
     signature = ModelSignature(
         task,
         spec.kind,
@@ -208,7 +261,9 @@ def train(
             train=on_train,
             estimators=members,
             curve=curve,
+            curves=curves_of(curve, oob),
             notes=notes,
+            **science,
         ),
         feature_importances=feature_importances(pipeline, kind),
         train_rows=X_train,
@@ -219,21 +274,30 @@ def train(
             "n_holdout": 0 if y_hold is None else len(y_hold),
             "random_state": random_state,
             "task_inferred": data.task_inferred,
+            "science_s": round(science_s, 3),
+            **({"bias_variance_s": round(bv_s, 3)} if bv_s is not None else {}),
         },
     )
 
 
 def _split(
     data: TrainingData, fraction: float, random_state: int, notes: list[str]
-) -> tuple[pd.DataFrame, pd.DataFrame | None, NDArray[Any], NDArray[Any] | None]:
+) -> tuple[pd.DataFrame, pd.DataFrame | None, NDArray[Any], NDArray[Any] | None, NDArray[np.intp]]:
+    """Training and hold-out rows, and each training row's index in the uploaded table."""
     if fraction <= 0:
-        return data.X, None, data.y, None
+        return data.X, None, data.y, None, np.arange(len(data.y), dtype=np.intp)
     rows = split_rows(data.y, data.task, fraction, random_state)
     assert rows.holdout is not None
     if rows.note:
         notes.append(rows.note)
     y = np.asarray(data.y)
-    return data.X.iloc[rows.train], data.X.iloc[rows.holdout], y[rows.train], y[rows.holdout]
+    return (
+        data.X.iloc[rows.train],
+        data.X.iloc[rows.holdout],
+        y[rows.train],
+        y[rows.holdout],
+        rows.train,
+    )
 
 
 @dataclass(frozen=True)
@@ -474,13 +538,10 @@ def _cross_validate(
     random_state: int,
     run: _Run,
     notes: list[str],
+    collector: FoldCollector | None = None,
 ) -> dict[str, Any]:
     k = evaluation.cv_folds
-    splitter: StratifiedKFold | KFold = (
-        StratifiedKFold(k, shuffle=True, random_state=random_state)
-        if data.task == "classification"
-        else KFold(k, shuffle=True, random_state=random_state)
-    )
+    splitter = _splitter(data.task, evaluation, random_state)
     if data.task == "classification":
         labels, _, counts = encode_classes(y)
         for label, count in zip(labels, counts, strict=True):
@@ -504,10 +565,59 @@ def _cross_validate(
                 fold.fit(X.iloc[tr], y[tr])
             classes = list(fold.classes_) if data.task == "classification" else []
             scores = _evaluate(fold, X.iloc[va], y[va], data.task, classes)
+            if collector is not None:
+                collector.add(fold, X.iloc[va], tr, va)
         scores.pop("confusion_matrix", None)
         folds.append(scores)
     run.report(k, k, "cross_validating")
     return metrics.mean_scores(folds)
+
+
+def _splitter(task: Task, evaluation: EvaluationSpec, random_state: int) -> StratifiedKFold | KFold:
+    """The folds of ``evaluation.cv_folds`` (shuffled with the request's seed)."""
+    k = evaluation.cv_folds
+    if task == "classification":
+        return StratifiedKFold(k, shuffle=True, random_state=random_state)
+    return KFold(k, shuffle=True, random_state=random_state)
+
+
+def _bias_variance(
+    spec: EstimatorSpec,
+    task: Task,
+    features: list[FeatureColumn],
+    classes: list[Any],
+    X_train: pd.DataFrame,
+    y_train: NDArray[Any],
+    X_hold: pd.DataFrame,
+    y_hold: NDArray[Any],
+    rounds: int,
+    random_state: int,
+    run: _Run,
+) -> dict[str, Any]:
+    """Refit the ensemble and one member on bootstrap samples (progress and cancel per
+    round); see :mod:`ensembles.science.bias_variance`."""
+
+    def fit_predict(which: EstimatorSpec, rows: NDArray[np.intp], seed: int) -> NDArray[Any]:
+        run.check()
+        model = build_pipeline(which, task, features, seed)
+        doing = "refit this model on a bootstrap sample for the bias-variance decomposition"
+        with scikit_learn_errors(doing, spec, task, bias_variance.FIELD):
+            with warnings.catch_warnings(), every_core(X_train.size):
+                warnings.simplefilter("ignore", UserWarning)
+                model.fit(X_train.iloc[rows], y_train[rows])
+            return np.asarray(model.predict(X_hold))
+
+    return bias_variance.decompose(
+        spec,
+        task,
+        classes,
+        len(y_train),
+        y_hold,
+        rounds,
+        random_state,
+        fit_predict,
+        lambda done, total: run.report(done, total, "bias_variance"),
+    )
 
 
 # ------------------------------------------------------- scikit-learn's own refusals

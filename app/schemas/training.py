@@ -60,7 +60,9 @@ class TrainingRequest(BaseModel):
     )
     ensemble: EstimatorSpec = Field(description="The ensemble spec; kinds nest up to a bound.")
     evaluation: EvaluationSpec = Field(
-        default_factory=EvaluationSpec, description="Hold-out share and cross-validation folds."
+        default_factory=EvaluationSpec,
+        description="Hold-out share, cross-validation folds, and the optional bias-variance "
+        "decomposition.",
     )
     random_state: int | None = Field(
         default=None,
@@ -79,7 +81,7 @@ class Progress(BaseModel):
     total: int = Field(description="Units in this stage (0 when unknown yet).")
     stage: str = Field(
         description="queued, starting, preprocessing, fitting, evaluating, cross_validating, "
-        "done, failed or cancelled."
+        "measuring, bias_variance, done, failed or cancelled."
     )
 
 

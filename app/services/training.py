@@ -37,6 +37,7 @@ from ensembles import (
 from ensembles.catalog import Task
 from ensembles.registry import DatasetRecord, Registry
 from ensembles.registry.documents import DatasetRef, JobDocument
+from ensembles.science import bias_variance
 from ensembles.specs import MAX_RANDOM_STATE
 
 TASKS: tuple[Task, ...] = ("classification", "regression")
@@ -135,6 +136,8 @@ async def prepare_job(
         problems += await in_thread(
             check_against_rows, spec, request.evaluation, data.y, data.task, random_state
         )
+    if "evaluation" not in bad:
+        problems += bias_variance.problems(request.evaluation, settings.max_bias_variance_rounds)
     if problems:
         raise SpecError(count_text(len(problems)), problems)
     assert record is not None and data is not None and spec is not None

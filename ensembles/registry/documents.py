@@ -29,6 +29,15 @@ StoredSpec = Annotated[EstimatorSpec, PlainSerializer(_spec_json)]
 """A spec stored without its empty member slots, as a user would write it."""
 
 
+def _evaluation_json(evaluation: EvaluationSpec) -> dict[str, Any]:
+    return evaluation.model_dump(mode="json", exclude_none=True)
+
+
+StoredEvaluation = Annotated[EvaluationSpec, PlainSerializer(_evaluation_json)]
+"""An evaluation stored without the options it did not ask for (documents written before
+an option existed read back unchanged)."""
+
+
 class _Document(BaseModel):
     model_config = ConfigDict(frozen=True)
 
@@ -56,7 +65,7 @@ class JobDocument(_Document):
     task_inferred: bool
     kind: str
     ensemble: StoredSpec
-    evaluation: EvaluationSpec
+    evaluation: StoredEvaluation
     random_state: int
     description: str | None = None
     tags: dict[str, str] = Field(default_factory=dict)
