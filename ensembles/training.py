@@ -602,7 +602,7 @@ def _bias_variance(
         model = build_pipeline(which, task, features, seed)
         doing = "refit this model on a bootstrap sample for the bias-variance decomposition"
         with scikit_learn_errors(doing, spec, task, bias_variance.FIELD):
-            with warnings.catch_warnings(), every_core(X_train.size):
+            with warnings.catch_warnings(), run.parallel(stage="bias_variance"):
                 warnings.simplefilter("ignore", UserWarning)
                 model.fit(X_train.iloc[rows], y_train[rows])
             return np.asarray(model.predict(X_hold))
