@@ -33,12 +33,13 @@ import re
 import time
 import warnings
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
 import pandas as pd
+from joblib import parallel_config
 from numpy.typing import NDArray
 from sklearn.base import BaseEstimator
 from sklearn.calibration import CalibratedClassifierCV
@@ -109,6 +110,14 @@ class _Run:
     def cancelled(self) -> bool:
         return self.cancel is not None and self.cancel.is_set()
 
+    def predicting(self) -> AbstractContextManager[Any]:
+        """Measuring after the fit: scikit-learn's predictions and the members' own on
+        this process's threads (the pool's size), whatever the estimators' ``n_jobs``."""
+        context: AbstractContextManager[Any] = parallel_config(
+            backend="threading", n_jobs=self.pool.threads
+        )
+        return context
+
     @contextmanager
     def parallel(self, members: int | None = None, stage: str = "fitting") -> Iterator[None]:
         """Fit inside with members on the pool; ``members``: how many, for progress."""
@@ -166,30 +175,33 @@ def train(
     classes = list(pipeline.classes_) if task == "classification" else []
     run.report(0, 1, "evaluating")
     holdout: metrics.Scores | None = None
-    with scikit_learn_errors("score this model on its training rows", spec, task, ("ensemble",)):
-        on_train = _evaluate(pipeline, X_train, y_train, task, classes)
-    if X_hold is not None and y_hold is not None:
-        with scikit_learn_errors("score this model on the hold-out rows", spec, task, HOLDOUT):
-            holdout = _evaluate(pipeline, X_hold, y_hold, task, classes)
-    else:
-        notes.append("no hold-out set (holdout_fraction = 0)")
-    basis, Xb, yb = (
-        ("holdout", X_hold, y_hold) if X_hold is not None else ("train", X_train, y_train)
-    )
-    assert Xb is not None and yb is not None
-    with scikit_learn_errors("measure this model's members", spec, task, ("ensemble",)):
-        oob, reason, oob_curve = metrics.oob_scores(
-            ensemble, Xt, y_train, task, classes, source=kind.oob
+    with run.predicting():
+        with scikit_learn_errors(
+            "score this model on its training rows", spec, task, ("ensemble",)
+        ):
+            on_train = _evaluate(pipeline, X_train, y_train, task, classes)
+        if X_hold is not None and y_hold is not None:
+            with scikit_learn_errors("score this model on the hold-out rows", spec, task, HOLDOUT):
+                holdout = _evaluate(pipeline, X_hold, y_hold, task, classes)
+        else:
+            notes.append("no hold-out set (holdout_fraction = 0)")
+        basis, Xb, yb = (
+            ("holdout", X_hold, y_hold) if X_hold is not None else ("train", X_train, y_train)
         )
-        if reason:
-            notes.append(f"no OOB estimate: {reason}")
-        Xbt = np.asarray(pipeline[:-1].transform(Xb))
-        members, member_note = metrics.member_scores(
-            ensemble, Xbt, yb, task, classes, basis, walk=kind.members
-        )
-        if member_note:
-            notes.append(member_note)
-        curve = _curve(kind, ensemble, oob_curve, Xbt, yb, task, basis, notes)
+        assert Xb is not None and yb is not None
+        with scikit_learn_errors("measure this model's members", spec, task, ("ensemble",)):
+            oob, reason, oob_curve = metrics.oob_scores(
+                ensemble, Xt, y_train, task, classes, source=kind.oob
+            )
+            if reason:
+                notes.append(f"no OOB estimate: {reason}")
+            Xbt = np.asarray(pipeline[:-1].transform(Xb))
+            members, member_note = metrics.member_scores(
+                ensemble, Xbt, yb, task, classes, basis, walk=kind.members
+            )
+            if member_note:
+                notes.append(member_note)
+            curve = _curve(kind, ensemble, oob_curve, Xbt, yb, task, basis, notes)
     run.check()
     cv: metrics.Scores | None = None
     collector = (

@@ -50,6 +50,19 @@ DEFAULT_MAX_ROWS = 64  # when not calibrated: below every crossover the benchmar
 FloatArray = NDArray[np.float64]
 
 _CALIBRATION_LARGE = 1024  # rows of the second size timed by the calibration
+# Training rows the compiled engine is checked on, beside the probes at every threshold:
+# a seeded sample beyond this (checking all 500,000 rows of a big table took longer than
+# the fit; the probes, not the bulk, reach the edge cases).
+MAX_CHECK_ROWS = 10_000
+
+
+def _check_sample(X: pd.DataFrame, rng: np.random.Generator) -> pd.DataFrame:
+    """At most MAX_CHECK_ROWS of the training rows, in their order."""
+    if len(X) <= MAX_CHECK_ROWS:
+        return X
+    return X.iloc[np.sort(rng.choice(len(X), MAX_CHECK_ROWS, replace=False))]
+
+
 _CALIBRATION_MAX_ROWS = 4096  # the largest crossover a calibration reports
 Compiled = CompiledModel | CompiledComposite
 
@@ -77,7 +90,8 @@ def compile_model(
 ) -> tuple[Compiled | None, FidelityReport]:
     """Compile the ensemble step and check it against scikit-learn on ``X_check`` + probes.
 
-    ``X_check`` are the training rows (raw, before preprocessing).  Returns the compiled
+    ``X_check`` are the training rows (raw, before preprocessing; a seeded sample of
+    MAX_CHECK_ROWS of them when there are more).  Returns the compiled
     model, or None with the reason, and the report to keep in the version's metadata.
     ``calibrate`` measures the crossover row count on this model (else DEFAULT_MAX_ROWS).
     """
@@ -96,10 +110,10 @@ def compile_model(
     compiled = CompiledModel(
         ENGINE, task, type(estimator).__name__, DEFAULT_MAX_ROWS, pipeline, model, plan
     )
-    Xt = np.asarray(pipeline[:-1].transform(X_check), dtype=np.float64)
+    rng = np.random.default_rng(rng_seed)
+    Xt = np.asarray(pipeline[:-1].transform(_check_sample(X_check, rng)), dtype=np.float64)
     if Xt.shape[0] == 0:
         return None, _refused("no rows to check the compiled model on", started, compile_seconds)
-    rng = np.random.default_rng(rng_seed)
     rows = np.vstack([Xt, probe_rows(estimator, Xt, rng=rng, missing=not plan.float32)])
     return _checked(compiled, rows, X_check, calibrate, started, compile_seconds)
 
@@ -114,8 +128,8 @@ def _compile_composite(
 ) -> tuple[Compiled | None, FidelityReport]:
     """Voting, stacking, bagging: members compiled where they can be, then the same check."""
     estimator = pipeline[-1]
-    Xt = np.asarray(pipeline[:-1].transform(X_check), dtype=np.float64)
     rng = np.random.default_rng(rng_seed)
+    Xt = np.asarray(pipeline[:-1].transform(_check_sample(X_check, rng)), dtype=np.float64)
     rows = np.vstack([Xt, probe_rows(estimator, Xt, rng=rng)]) if len(Xt) else Xt
     rows = rows[np.isfinite(rows).all(axis=1)]  # others are scikit-learn's to answer
     if rows.shape[0] == 0:
