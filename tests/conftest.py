@@ -1,0 +1,35 @@
+"""Fixtures every test folder may use: the S3 API server (see :mod:`tests.s3server`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from ensembles.registry.stores import StoreConfig
+from tests.s3server import S3Server, use_test_credentials
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Before any test starts a process (the training workers' fork server inherits the
+    # environment once, at its start): throw-away credentials for the S3 server.
+    use_test_credentials()
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
+    """One moto server for the session, started on first use, stopped at the end."""
+    with S3Server(tmp_path_factory.mktemp("moto")) as server:
+        yield server
+
+
+@pytest.fixture
+def s3_bucket(s3_server: S3Server) -> str:
+    """A fresh bucket of the session's server, for this test alone."""
+    return s3_server.new_bucket()
+
+
+@pytest.fixture
+def s3_store(s3_server: S3Server, s3_bucket: str) -> StoreConfig:
+    """An object-store configuration on the test's bucket (under a key prefix)."""
+    return StoreConfig(url=f"s3://{s3_bucket}/service", endpoint_url=s3_server.endpoint)
