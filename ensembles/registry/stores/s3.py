@@ -270,14 +270,24 @@ class S3Store:
             )
             for page in pages:
                 for upload in page.get("Uploads", []):
-                    if upload["Initiated"] <= cutoff:
-                        log.info("aborting the unfinished upload of %s", upload["Key"])
+                    key, upload_id = upload["Key"], upload["UploadId"]
+                    if self._last_activity(key, upload_id, upload["Initiated"]) <= cutoff:
+                        log.info("aborting the unfinished upload of %s", key)
                         self._client.abort_multipart_upload(
-                            Bucket=self.bucket, Key=upload["Key"], UploadId=upload["UploadId"]
+                            Bucket=self.bucket, Key=key, UploadId=upload_id
                         )
         except (ClientError, BotoCoreError, Boto3Error) as exc:
             log.warning("could not sweep unfinished uploads in %s: %s", self.location, exc)
 
+    def _last_activity(self, key: str, upload_id: str, initiated: datetime) -> datetime:
+        """When an unfinished upload last made progress: its start or its newest part.
+
+        The newest part counts too, so an upload in progress for longer than the grace
+        period (a very big artifact) is not aborted under its writer's feet, and so are
+        stores that report no real start time (moto reports a fixed date).
+        """
+        parts = self._client.list_parts(Bucket=self.bucket, Key=key, UploadId=upload_id)
+        return max([initiated, *(part["LastModified"] for part in parts.get("Parts", []))])
 
 if TYPE_CHECKING:
 
