@@ -1,12 +1,15 @@
-"""Fixtures every test folder may use: the S3 API server (see :mod:`tests.s3server`)."""
+"""Fixtures every test folder may use: the S3 API server (:mod:`tests.s3server`) and the
+backends replicas share (:mod:`tests.replicas`)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from ensembles.registry.stores import StoreConfig
+from tests.replicas import SharedBackends
 from tests.s3server import S3Server, use_test_credentials
 
 
@@ -33,3 +36,10 @@ def s3_bucket(s3_server: S3Server) -> str:
 def s3_store(s3_server: S3Server, s3_bucket: str) -> StoreConfig:
     """An object-store configuration on the test's bucket (under a key prefix)."""
     return StoreConfig(url=f"s3://{s3_bucket}/service", endpoint_url=s3_server.endpoint)
+
+
+@pytest.fixture
+def shared_backends(tmp_path: Path, s3_store: StoreConfig) -> SharedBackends:
+    """The database and object store replicas share: a SQLite file and the test's bucket
+    (a PostgreSQL fixture may provide the same with another ``database_url``)."""
+    return SharedBackends.sqlite(tmp_path / "shared", s3_store)
