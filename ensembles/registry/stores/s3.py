@@ -289,6 +289,7 @@ class S3Store:
         parts = self._client.list_parts(Bucket=self.bucket, Key=key, UploadId=upload_id)
         return max([initiated, *(part["LastModified"] for part in parts.get("Parts", []))])
 
+
 if TYPE_CHECKING:
 
     def _implements_the_protocol(store: S3Store) -> ArtifactStore:
