@@ -9,6 +9,7 @@ instead of starting servers that would answer 500 (or 503) for every upload late
 from __future__ import annotations
 
 from app.settings import Settings
+from ensembles.registry.stores.location import redacted
 
 
 def object_store_problem(settings: Settings) -> str | None:
@@ -33,5 +34,5 @@ def object_store_problem(settings: Settings) -> str | None:
 
 def _naming(settings: Settings, reason: str) -> str:
     endpoint = settings.s3_endpoint_url
-    via = f" (ENSEMBLE_S3_ENDPOINT_URL={endpoint})" if endpoint else ""
+    via = f" (ENSEMBLE_S3_ENDPOINT_URL={redacted(endpoint)})" if endpoint else ""
     return f"unusable setting ENSEMBLE_OBJECT_STORE={settings.object_store}{via}: {reason}"

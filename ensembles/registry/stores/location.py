@@ -55,6 +55,15 @@ def parse_s3_url(url: str) -> S3Location:
     return S3Location(bucket, "".join(f"{part}/" for part in parts))
 
 
+def redacted(url: str) -> str:
+    """``url`` without a ``user:password@`` part, fit for a log line or an error."""
+    scheme, separator, rest = url.partition("://")
+    if not separator:
+        return url
+    authority, slash, path = rest.partition("/")
+    return f"{scheme}://{authority.rpartition('@')[2]}{slash}{path}"
+
+
 def is_s3_url(url: str | None) -> bool:
     return url is not None and url.startswith(S3_SCHEME)
 
@@ -72,13 +81,6 @@ class StoreConfig:
             parse_s3_url(str(self.url))  # fail on construction, not at the first upload
         if self.grace_s < 0:
             raise ValueError("grace_s must be >= 0")
-
-    def describe(self, data_dir: Path) -> str:
-        """The store for operators: an ``s3://`` URL (and its endpoint) or a folder."""
-        if is_s3_url(self.url):
-            via = f" at {self.endpoint_url}" if self.endpoint_url else ""
-            return f"{self.url}{via}"
-        return str(Path(self.url) if self.url else data_dir)
 
 
 def open_store(config: StoreConfig, data_dir: Path, owner: str) -> ArtifactStore:

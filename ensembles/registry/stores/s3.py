@@ -41,7 +41,7 @@ from ensembles.registry.base import StoredObject
 from ensembles.registry.names import describe
 from ensembles.registry.stores.files import HashingWriter
 from ensembles.registry.stores.local import ORPHAN_GRACE_S
-from ensembles.registry.stores.location import S3Location
+from ensembles.registry.stores.location import S3Location, redacted
 from ensembles.registry.stores.objectkeys import ObjectKeys
 
 if TYPE_CHECKING:
@@ -110,7 +110,7 @@ class S3Store:
         self.owner = owner
         self.grace_s = grace_s
         self._url = location.url
-        self._endpoint = endpoint_url
+        self._endpoint = redacted(endpoint_url) if endpoint_url else None
         self._client = s3_client(endpoint_url)
 
     @property
@@ -265,8 +265,11 @@ class S3Store:
                 if modified <= cutoff:
                     self._delete_under(key)
         try:
-            pages = self._client.get_paginator("list_multipart_uploads").paginate(
-                Bucket=self.bucket, Prefix=self.keys.root
+            paginator = self._client.get_paginator("list_multipart_uploads")
+            pages = (  # only ours: the bucket may hold other applications' keys
+                page
+                for prefix in (self.keys.artifacts, self.keys.datasets)
+                for page in paginator.paginate(Bucket=self.bucket, Prefix=prefix)
             )
             for page in pages:
                 for upload in page.get("Uploads", []):

@@ -213,3 +213,9 @@ def test_a_crash_between_upload_and_publish_leaves_nothing_visible_and_is_swept(
         assert registry.load_model("crashy", first.version) == {"keep": "me"}
         again = publish(registry, "crashy")
         assert again.version == first.version + 4  # reserved numbers are never reused
+
+
+def test_credentials_in_an_endpoint_url_never_reach_messages() -> None:
+    store = S3Store(parse_s3_url("s3://bucket/p"), "0" * 16, "http://key:secret@minio:9000")
+    assert store.location == "the object store s3://bucket/p at http://minio:9000"
+    assert "secret" not in store.location
