@@ -100,7 +100,7 @@ def train_on_cluster(config: WorkerConfig) -> None:
 
     client = get_client()
     stop_name, started_name = _events(config.job_id)
-    registry = SqlRegistry.open(config.data_dir, config.database_url)
+    registry = SqlRegistry.open(config.data_dir, config.database_url, config.store)
     try:
         started = Event(started_name, client=client)
         if started.is_set():

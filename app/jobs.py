@@ -311,6 +311,7 @@ class JobRunner:
             data_dir=str(Path(self.settings.data_dir).resolve()),
             database_url=self.settings.database_url,
             job_id=job_id,
+            store=self.settings.store,
             memory_limit_mb=self.settings.job_memory_limit_mb,
             log_level=self.settings.log_level,
             log_format=self.settings.log_format,

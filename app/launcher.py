@@ -9,9 +9,9 @@ private folder where they write their metrics (:mod:`app.metrics_folder`), and r
 it once they have stopped.
 
 Exit status: 0 after a shutdown asked by a signal, 2 for invalid settings or a
-dependency they name that cannot be reached (the Dask scheduler of
-``ENSEMBLE_DASK_SCHEDULER``), 3 when a server process could not start (uvicorn's own
-status for that when it serves alone).
+dependency they name that cannot be reached or used (the object store of
+``ENSEMBLE_OBJECT_STORE``, the Dask scheduler of ``ENSEMBLE_DASK_SCHEDULER``), 3 when a
+server process could not start (uvicorn's own status for that when it serves alone).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from pydantic import ValidationError
 
 from app import metrics_folder
 from app.logs import configure_logging
+from app.preflight import object_store_problem
 from app.process import LAUNCHER_ENV, STARTUP_FAILED
 from app.settings import Settings
 
@@ -40,15 +41,21 @@ log = logging.getLogger("app.launcher")
 
 
 def load_settings() -> Settings:
-    """The settings from the environment, or exit 2 naming each bad variable."""
+    """The settings from the environment, or exit 2 naming each bad variable (or the
+    object store it names, when that cannot be used: :mod:`app.preflight`)."""
     try:
-        return Settings()
+        settings = Settings()
     except ValidationError as exc:
         for error in exc.errors():
             name = "ENSEMBLE_" + "_".join(str(part) for part in error["loc"]).upper()
             message = str(error["msg"]).removeprefix("Value error, ")
             print(f"invalid setting {name}: {message}", file=sys.stderr)
         sys.exit(EXIT_SETTINGS)
+    problem = object_store_problem(settings)
+    if problem is not None:
+        print(problem, file=sys.stderr)
+        sys.exit(EXIT_SETTINGS)
+    return settings
 
 
 def check_dependencies(settings: Settings) -> None:

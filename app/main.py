@@ -93,7 +93,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(application: FastAPI) -> AsyncIterator[None]:
         try:
-            registry = await in_thread(SqlRegistry.open, settings.data_dir, settings.database_url)
+            registry = await in_thread(
+                SqlRegistry.open, settings.data_dir, settings.database_url, settings.store
+            )
             cache = ModelCache(
                 settings.cache_max_entries, settings.cache_max_bytes, metrics.cache_observer()
             )

@@ -16,6 +16,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 if TYPE_CHECKING:  # imported when used: the launcher reads settings without the library
     from ensembles import SpecLimits, TableLimits
+    from ensembles.registry.stores import StoreConfig
 
 Role = Literal["read", "train", "admin"]
 ROLES: tuple[Role, ...] = ("read", "train", "admin")
@@ -44,6 +45,21 @@ def parse_api_keys(value: object) -> dict[str, Role]:
             )
         keys[key] = role
     return keys
+
+
+def check_object_store(value: str | None) -> str | None:
+    """``ENSEMBLE_OBJECT_STORE``: empty or unset (the data folder), a folder, or an
+    ``s3://bucket/prefix`` URL with a valid bucket name; any other URL is refused."""
+    if value is None or not value.strip():
+        return None
+    value = value.strip()
+    if value.startswith("s3://"):
+        from ensembles.registry.stores.location import parse_s3_url
+
+        parse_s3_url(value)  # ValueError says what is wrong
+    elif "://" in value:
+        raise ValueError("ENSEMBLE_OBJECT_STORE is a local folder or s3://bucket/prefix")
+    return value
 
 
 CGROUP: Final = Path("/sys/fs/cgroup")
@@ -128,6 +144,16 @@ class Settings(BaseSettings):
     database_url: str | None = Field(
         default=None,
         description="SQLAlchemy URL of the registry database; default: SQLite in data_dir.",
+    )
+    object_store: str | None = Field(
+        default=None,
+        description="Where datasets and artifacts live: a local folder, or "
+        "s3://bucket/prefix for an S3-compatible object store; default: data_dir.",
+    )
+    s3_endpoint_url: str | None = Field(
+        default=None,
+        description="Endpoint of an S3-compatible store (MinIO, Ceph, ...); default: AWS. "
+        "Credentials come from the standard AWS variables or credential chain.",
     )
     api_keys: Annotated[dict[str, Role], NoDecode] = Field(
         default_factory=dict,
@@ -222,6 +248,11 @@ class Settings(BaseSettings):
         description="Log lines as JSON objects (one per line) or as plain text for humans.",
     )
 
+    @field_validator("object_store")
+    @classmethod
+    def _check_object_store(cls, value: str | None) -> str | None:
+        return check_object_store(value)
+
     @field_validator("log_level", mode="before")
     @classmethod
     def _upper_log_level(cls, value: object) -> object:
@@ -248,6 +279,16 @@ class Settings(BaseSettings):
         if self.workers == "auto":
             return min(available_cpus(), MAX_WORKERS)
         return self.workers
+
+    @property
+    def store(self) -> StoreConfig:
+        """Where the registry keeps its bytes (:mod:`ensembles.registry.stores`)."""
+        from ensembles.registry.stores import StoreConfig
+
+        url = self.object_store
+        if url is not None and not url.startswith("s3://"):
+            url = str(Path(url).resolve())  # the same folder for workers, whatever their cwd
+        return StoreConfig(url=url, endpoint_url=self.s3_endpoint_url)
 
     @property
     def spec_limits(self) -> SpecLimits:

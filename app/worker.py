@@ -1,8 +1,8 @@
 """The training worker: one process per job, started by :mod:`app.jobs`.
 
-It shares nothing with the server but the data folder: it opens its own registry,
-loads the dataset, trains with a progress callback and a cancel token (both throttled
-database round trips), its members on every CPU the process may use
+It shares nothing with the server but the data folder, database and object store: it
+opens its own registry, loads the dataset, trains with a progress callback and a cancel
+token (both throttled database round trips), its members on every CPU the process may use
 (:func:`app.settings.available_cpus`), chooses the engine that will serve the model (the
 compiled one if it answers exactly as scikit-learn), publishes the version and exits.
 Whatever goes wrong in here — a bad fit, a crash, running out of memory — ends this
@@ -25,7 +25,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import metadata as importlib_metadata
 from multiprocessing.connection import Connection
 from typing import Any, Literal
@@ -46,6 +46,7 @@ from ensembles.errors import ConflictError, NotFoundError, StorageError
 from ensembles.parallel import MemberPool
 from ensembles.registry import Registry, SqlRegistry, job_problem
 from ensembles.registry.documents import JobDocument, VersionMetadata
+from ensembles.registry.stores import StoreConfig
 
 log = logging.getLogger("app.worker")
 
@@ -62,6 +63,7 @@ class WorkerConfig:
     data_dir: str
     database_url: str | None
     job_id: str
+    store: StoreConfig = field(default_factory=StoreConfig)
     memory_limit_mb: int | None = None
     log_level: str = "WARNING"
     log_format: Literal["json", "text"] = "json"
@@ -83,7 +85,7 @@ def run_job(config: WorkerConfig, server_alive: Connection) -> None:
     _limit_memory(config.memory_limit_mb)
     parent_gone = threading.Event()
     _watch_server(server_alive, parent_gone)
-    registry = SqlRegistry.open(config.data_dir, config.database_url)
+    registry = SqlRegistry.open(config.data_dir, config.database_url, config.store)
     try:
         pool = MemberPool.local(available_cpus())
         run_training(registry, config.job_id, pool, parent_gone.is_set)

@@ -1,8 +1,9 @@
 """Registry and storage: datasets, training jobs, versioned models, aliases, artifacts.
 
-``SqlRegistry.open(data_dir, database_url)`` is the entry point; callers type against
-the ``Registry`` protocol, and the registry keeps its bytes in an ``ArtifactStore``
-(``LocalStore`` by default). ``ModelCache`` keeps loaded models in memory. No HTTP
+``SqlRegistry.open(data_dir, database_url, store)`` is the entry point; callers type
+against the ``Registry`` protocol, and the registry keeps its bytes in the
+``ArtifactStore`` that ``store`` (a ``StoreConfig``) names: ``LocalStore`` by default, an
+S3-compatible bucket by configuration. ``ModelCache`` keeps loaded models in memory. No HTTP
 here: errors are ``ensembles.errors`` classes.
 """
 

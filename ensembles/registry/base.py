@@ -2,9 +2,10 @@
 
 Callers (the HTTP layer, the job runner, the worker) program against :class:`Registry`;
 :class:`ensembles.registry.sql.SqlRegistry` implements it on SQLite or PostgreSQL and
-keeps the bytes its rows refer to in an :class:`ArtifactStore`: a local folder today
-(:class:`ensembles.registry.stores.LocalStore`), an object store tomorrow, without a
-fork of the registry. Both are structural protocols: an implementation need not inherit.
+keeps the bytes its rows refer to in an :class:`ArtifactStore`: a local folder
+(:class:`ensembles.registry.stores.LocalStore`) or an S3-compatible bucket
+(:class:`ensembles.registry.stores.s3.S3Store`), without a fork of the registry. Both
+are structural protocols: an implementation need not inherit.
 
 Every method is synchronous and may block on disk, network or database I/O: call it from
 a worker thread, never from the event loop.
@@ -31,10 +32,12 @@ class StoredObject:
 class ArtifactStore(Protocol):
     """Model artifacts (joblib) and dataset tables (canonical Parquet), by key.
 
-    A write is complete and durable on return, or leaves nothing; it never replaces what
-    is there. Reads return the bytes only if they still match the recorded sha256 and
-    size (``IntegrityError`` otherwise). ``owner`` (the registry instance id) tags work in
-    progress, so :meth:`sweep` can remove what dead instances left half-written.
+    A write is complete and durable on return, or leaves nothing visible; it never
+    replaces what is there (an object store writes immutable keys named by the sha256 it
+    returns, and reads by the sha256 the registry recorded). Reads return the bytes only
+    if they still match the recorded sha256 and size (``IntegrityError`` otherwise).
+    ``owner`` (the registry instance id) tags work in progress, so :meth:`sweep` can
+    remove what dead instances left half-written.
     """
 
     @property
@@ -56,6 +59,12 @@ class ArtifactStore(Protocol):
     def write_dataset(self, dataset_id: str, data: bytes) -> StoredObject: ...
     def read_dataset(self, dataset_id: str, sha256: str, size: int) -> bytes: ...
     def remove_dataset(self, dataset_id: str) -> None: ...
+    def stored_datasets(self) -> Iterator[str]:
+        """Ids of the datasets with bytes in the store, whatever the database says, that
+        were written longer ago than the store's grace period (younger ones may belong to
+        an upload whose row another process is about to commit)."""
+        ...
+
     def probe(self) -> None:
         """Raise OSError unless the store accepts a durable write."""
         ...

@@ -22,6 +22,10 @@ def new_dataset_id() -> str:
     return f"ds_{secrets.token_hex(12)}"
 
 
+def is_dataset_id(value: object) -> bool:
+    return isinstance(value, str) and _DATASET_ID.fullmatch(value) is not None
+
+
 def check_dataset_id(dataset_id: object) -> str:
     """Ids are ours: anything not shaped like one cannot exist (and must not reach a path)."""
     if not isinstance(dataset_id, str) or _DATASET_ID.fullmatch(dataset_id) is None:

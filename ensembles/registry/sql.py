@@ -48,7 +48,7 @@ from ensembles.registry.records import (
     job_problem,
 )
 from ensembles.registry.schema import datasets, jobs, versions
-from ensembles.registry.stores import LocalStore
+from ensembles.registry.stores import StoreConfig, open_store
 from ensembles.registry.stores.files import ensure_folder
 
 __all__ = ["INTERRUPTED_QUEUED", "INTERRUPTED_RUNNING", "SqlRegistry"]
@@ -107,12 +107,18 @@ class SqlRegistry:
     # ------------------------------------------------------------------ life cycle
 
     @classmethod
-    def open(cls, data_dir: Path | str, database_url: str | None = None) -> SqlRegistry:
+    def open(
+        cls,
+        data_dir: Path | str,
+        database_url: str | None = None,
+        store: StoreConfig | None = None,
+    ) -> SqlRegistry:
         """Open (creating if needed) the registry in ``data_dir`` and make it consistent.
 
         Creates the folders, migrates the schema to head, then fails the jobs that dead
         instances left queued or running and removes their temporary and orphaned files.
-        The bytes go to a :class:`LocalStore` in ``data_dir``.
+        The bytes go where ``store`` says (default: a :class:`LocalStore` in ``data_dir``;
+        an object store's bucket is checked first: StorageError if it cannot be used).
         """
         root = Path(data_dir)
         for folder in (root, root / "locks"):
@@ -122,8 +128,8 @@ class SqlRegistry:
             engine = database.create_engine(database.database_url(root, database_url))
             try:
                 database.upgrade(engine)
-                store = LocalStore(root, lock.id)
-                registry = cls(data_dir=root, engine=engine, lock=lock, store=store)
+                opened = open_store(store or StoreConfig(), root, lock.id)
+                registry = cls(data_dir=root, engine=engine, lock=lock, store=opened)
                 registry.recover()
             except BaseException:
                 engine.dispose()
@@ -194,6 +200,7 @@ class SqlRegistry:
             log.warning("failed %d job(s) of stopped instances: %s", len(failed), failed)
         self.store.sweep(lambda owner: not self._lock.is_alive(owner))
         self._remove_orphan_artifacts()
+        self._remove_orphan_datasets()
         return failed
 
     def _remove_orphan_artifacts(self) -> None:
@@ -218,6 +225,23 @@ class SqlRegistry:
             if (model, number) in finished and (model, number) not in visible:
                 log.info("removing the orphaned artifact of %s", describe(model, number))
                 self.store.remove_artifact(model, number)
+
+    def _remove_orphan_datasets(self) -> None:
+        """Remove dataset bytes no row refers to (a crash between upload and insert).
+
+        The store lists only bytes older than its grace period, and the listing comes
+        before the query: an upload whose row is still to be committed is never removed.
+        """
+        stored = sorted(set(self.store.stored_datasets()))
+        known: set[str] = set()
+        with self._read() as conn:
+            for start in range(0, len(stored), 500):  # within every database's bind limit
+                chunk = stored[start : start + 500]
+                query = sa.select(datasets.c.id).where(datasets.c.id.in_(chunk))
+                known.update(str(dataset_id) for dataset_id in conn.execute(query).scalars())
+        for dataset_id in sorted(set(stored) - known):
+            log.info("removing the orphaned bytes of dataset %s", dataset_id)
+            self.store.remove_dataset(dataset_id)
 
     # ------------------------------------------------------------------ transactions
 

@@ -6,9 +6,11 @@ every read.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
-from ensembles.registry.datasets import check_dataset_id
+from ensembles.registry.datasets import check_dataset_id, is_dataset_id
 from ensembles.registry.stores.files import (
     WrittenFile,
     ensure_folder,
@@ -37,3 +39,17 @@ class DatasetFolder:
 
     def remove(self, dataset_id: str) -> None:
         remove_quietly(self.path(dataset_id))
+
+    def stored(self, older_than_s: float) -> Iterator[str]:
+        """Ids of the dataset files written more than ``older_than_s`` seconds ago."""
+        if not self.root.is_dir():
+            return
+        cutoff = time.time() - older_than_s
+        for path in self.root.glob("*.parquet"):
+            dataset_id = path.name.removesuffix(".parquet")
+            try:
+                settled = path.stat().st_mtime <= cutoff
+            except OSError:  # removed meanwhile
+                continue
+            if is_dataset_id(dataset_id) and settled:
+                yield dataset_id

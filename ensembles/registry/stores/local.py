@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from ensembles.registry.base import StoredObject
 from ensembles.registry.stores.artifacts import ArtifactFolder
@@ -26,15 +26,24 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+ORPHAN_GRACE_S: Final = 3600.0
+"""How old an unreferenced file must be before it is removed as an orphan: long enough
+for any upload in flight in another process (which records its row right after)."""
+
 
 def _stored(written: WrittenFile) -> StoredObject:
     return StoredObject(written.sha256, written.size)
 
 
 class LocalStore:
-    """Artifacts and datasets under ``root``; ``owner`` tags this instance's temp files."""
+    """Artifacts and datasets under ``root``; ``owner`` tags this instance's temp files.
 
-    def __init__(self, root: Path, owner: str) -> None:
+    ``grace_s``: how old a dataset file must be before :meth:`stored_datasets` lists it
+    (another process sharing the folder may be about to commit its row).
+    """
+
+    def __init__(self, root: Path, owner: str, *, grace_s: float = ORPHAN_GRACE_S) -> None:
+        self.grace_s = grace_s
         self.artifacts = ArtifactFolder(root / "artifacts", owner)
         self.datasets = DatasetFolder(root / "datasets", owner)
         for folder in (self.artifacts.root, self.datasets.root):
@@ -68,6 +77,9 @@ class LocalStore:
 
     def remove_dataset(self, dataset_id: str) -> None:
         self.datasets.remove(dataset_id)
+
+    def stored_datasets(self) -> Iterator[str]:
+        return self.datasets.stored(self.grace_s)
 
     def probe(self) -> None:
         self.artifacts.probe()

@@ -7,6 +7,11 @@ the process there. Points: ``write:<n>`` (n-th write of the artifact), ``fsync-f
 ``replace`` (before the rename), ``fsync-folder`` (renamed, folder not yet synced),
 ``commit`` (inside the transaction that makes the version visible).
 
+``children.py s3crash <data_dir> <s3 url> <endpoint> <point>``: the same on an object
+store. Points: ``part`` (the first part of a multipart upload is stored), ``uploaded``
+(the artifact object is complete, its version not yet recorded), ``commit`` (as above),
+``dataset`` (a dataset's object is complete, its row not yet inserted).
+
 ``children.py versions <data_dir> <model> <count> <go_file>``: open the registry, wait
 for ``go_file`` to exist (so all children start together), then create ``count``
 versions and print the numbers it got as one JSON line.
@@ -23,7 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from ensembles.registry import SqlRegistry, versioning
-from ensembles.registry.stores import files
+from ensembles.registry.stores import StoreConfig, files
+from ensembles.registry.stores.s3 import S3Store
 
 
 def _stop_here() -> None:
@@ -85,6 +91,52 @@ def crash(data_dir: str, point: str) -> None:
     print("published", flush=True)
 
 
+def _stop_after(cls: Any, name: str) -> None:
+    original = getattr(cls, name)
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        result = original(*args, **kwargs)
+        _stop_here()
+        return result
+
+    setattr(cls, name, wrapper)
+
+
+def s3crash(data_dir: str, url: str, endpoint: str, point: str) -> None:
+    registry = SqlRegistry.open(data_dir, None, StoreConfig(url=url, endpoint_url=endpoint))
+    print("ready", flush=True)
+    sys.stdin.readline()
+    if point == "dataset":
+        _stop_after(S3Store, "write_dataset")
+        print("job - 0", flush=True)
+        registry.create_dataset(name="lost", parquet=_parquet(), n_rows=3, columns=[])
+        return
+    job = registry.submit_job("crashy", {"point": point})
+    registry.start_job(job.id)
+    print(f"job {job.id} {job.version}", flush=True)
+    big = [os.urandom(65536) for _ in range(600)]  # ~40 MB: a multipart upload
+    if point == "part":
+        client = registry.store._client  # type: ignore[attr-defined]
+        client.meta.events.register("after-call.s3.UploadPart", lambda **_: _stop_here())
+    elif point == "uploaded":
+        _stop_after(S3Store, "write_artifact")
+    else:
+        _install(point)
+    registry.publish_version(job.id, big, {"task": "regression"})
+    print("published", flush=True)
+
+
+def _parquet() -> bytes:
+    import io
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    buffer = io.BytesIO()
+    pq.write_table(pa.table({"x": [1, 2, 3]}), buffer)
+    return buffer.getvalue()
+
+
 def versions(data_dir: str, model: str, count: str, go_file: str) -> None:
     registry = SqlRegistry.open(data_dir)
     print("ready", flush=True)
@@ -104,5 +156,7 @@ if __name__ == "__main__":
     mode, *rest = sys.argv[1:]
     if mode == "crash":
         crash(*rest)
+    elif mode == "s3crash":
+        s3crash(*rest)
     else:
         versions(*rest)

@@ -1,0 +1,45 @@
+"""Fixtures every test folder may use: the S3 API server (:mod:`tests.s3server`) and the
+backends replicas share (:mod:`tests.replicas`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ensembles.registry.stores import StoreConfig
+from tests.replicas import SharedBackends
+from tests.s3server import S3Server, use_test_credentials
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Before any test starts a process (the training workers' fork server inherits the
+    # environment once, at its start): throw-away credentials for the S3 server.
+    use_test_credentials()
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
+    """One moto server for the session, started on first use, stopped at the end."""
+    with S3Server(tmp_path_factory.mktemp("moto")) as server:
+        yield server
+
+
+@pytest.fixture
+def s3_bucket(s3_server: S3Server) -> str:
+    """A fresh bucket of the session's server, for this test alone."""
+    return s3_server.new_bucket()
+
+
+@pytest.fixture
+def s3_store(s3_server: S3Server, s3_bucket: str) -> StoreConfig:
+    """An object-store configuration on the test's bucket (under a key prefix)."""
+    return StoreConfig(url=f"s3://{s3_bucket}/service", endpoint_url=s3_server.endpoint)
+
+
+@pytest.fixture
+def shared_backends(tmp_path: Path, s3_store: StoreConfig) -> SharedBackends:
+    """The database and object store replicas share: a SQLite file and the test's bucket
+    (a PostgreSQL fixture may provide the same with another ``database_url``)."""
+    return SharedBackends.sqlite(tmp_path / "shared", s3_store)
