@@ -252,10 +252,12 @@ def _asked(request: InferenceRequest) -> _Asked:
         if value:
             origin[flag] = f"parameter {flag!r}"
     if request.outputs is None:
+        # weighted_votes only when named in the outputs list
         outputs = [
-            name for name, option in OUTPUT_OPTIONS.items() if option is None or flags[option]
+            name
+            for name, option in OUTPUT_OPTIONS.items()
+            if name != "weighted_votes" and (option is None or flags[option])
         ]
-        outputs.remove("weighted_votes")  # named in the outputs list only
     else:
         outputs = []
         for requested in request.outputs:
