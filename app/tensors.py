@@ -53,6 +53,11 @@ DATATYPES: Final[Mapping[str, np.dtype[Any]]] = {
 }
 _MAX_DIMENSIONS = 8
 _LENGTH = struct.Struct("<I")
+# model_name and model_version are not the protocol's, but KServe's client sends them.
+_REQUEST_FIELDS: Final = frozenset({"id", "parameters", "inputs", "outputs"}) | {
+    "model_name",
+    "model_version",
+}
 Parameters = dict[str, Any]
 
 
@@ -110,7 +115,7 @@ def parse_request(body: bytes, header_length: str | None) -> InferenceRequest:
         raise TensorError(f"the request is not valid JSON: {exc}") from None
     if not isinstance(document, dict):
         raise TensorError("the request must be a JSON object with 'inputs'")
-    unknown = sorted(set(document) - {"id", "parameters", "inputs", "outputs"})
+    unknown = sorted(set(document) - _REQUEST_FIELDS)
     if unknown:
         raise TensorError(f"unknown field {unknown[0]!r} in the request")
     request_id = document.get("id")

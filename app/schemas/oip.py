@@ -148,6 +148,8 @@ class InferenceRequest(BaseModel):
     )
 
     id: str | None = None
+    model_name: str | None = Field(default=None, description="Ignored (the path names it).")
+    model_version: str | None = Field(default=None, description="Ignored (the path names it).")
     parameters: Parameters | None = Field(
         default=None,
         description="`voting` ('hard' or 'soft'), `return_proba`, `return_votes`, `return_std` "
