@@ -43,7 +43,7 @@ from app.process import (
 from app.routes import datasets, health, jobs, kinds, models, oip, predictions
 from app.schemas.common import ProblemDetails
 from app.schemas.datasets import DatasetRecordsIn, DatasetRowsIn, DatasetUploadForm
-from app.schemas.oip import InferenceRequest as OipInferenceRequest
+from app.schemas.oip import OipInferenceRequest
 from app.schemas.predictions import PredictRequest
 from app.schemas.training import TrainingRequest
 from app.services.container import Services

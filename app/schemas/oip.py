@@ -63,16 +63,32 @@ class OipError(BaseModel):
 
 
 class ServerMetadata(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "name": "ensemble-service",
+                    "version": "0.1.0",
+                    "extensions": ["binary_tensor_data"],
+                }
+            ]
+        }
+    )
+
     name: str
     version: str
     extensions: list[str] = Field(description="`binary_tensor_data`.")
 
 
 class ServerLive(BaseModel):
+    model_config = ConfigDict(json_schema_extra={"examples": [{"live": True}]})
+
     live: bool
 
 
 class ServerReady(BaseModel):
+    model_config = ConfigDict(json_schema_extra={"examples": [{"ready": True}]})
+
     ready: bool
 
 
@@ -118,6 +134,10 @@ class ModelMetadata(BaseModel):
 
 
 class ModelReady(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{"name": "iris-clf", "version": "3", "ready": True}]}
+    )
+
     name: str
     version: str = Field(description="The version the path named, resolved.")
     ready: bool
@@ -138,11 +158,10 @@ class RequestOutput(BaseModel):
     )
 
 
-class InferenceRequest(BaseModel):
+class OipInferenceRequest(BaseModel):
     """Rows as tensors, and what to return."""
 
     model_config = ConfigDict(
-        title="OipInferenceRequest",
         extra="forbid",
         json_schema_extra={"examples": [INFER_EXAMPLE, MATRIX_EXAMPLE]},
     )
