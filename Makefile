@@ -34,7 +34,7 @@ run: $(STAMP)
 	$(BIN)/python -m app
 
 clean:
-	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
+	rm -rf $(VENV) .venv-kserve .venv-kserve.lock .mypy_cache .pytest_cache .ruff_cache
 
 # Builds and runs the Docker image with podman, no Docker engine needed (root, a few
 # minutes; not part of `make test`): see scripts/docker_smoke.sh.

@@ -41,9 +41,10 @@ from app.process import (
     on_shutdown_signal,
     report_startup_failure,
 )
-from app.routes import datasets, health, jobs, kinds, models, predictions
+from app.routes import datasets, health, jobs, kinds, models, oip, predictions
 from app.schemas.common import ProblemDetails
 from app.schemas.datasets import DatasetRecordsIn, DatasetRowsIn, DatasetUploadForm
+from app.schemas.oip import OipInferenceRequest
 from app.schemas.predictions import PredictRequest
 from app.schemas.training import TrainingRequest
 from app.services.container import Services
@@ -136,7 +137,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_handlers(application)
     # Starlette tries routes in order: the hot route first saves a one-row prediction
     # ~40 us of matching (the docs keep their order through ``openapi_tags``).
-    for router in (predictions, health, kinds, datasets, jobs, models):
+    for router in (predictions, health, kinds, datasets, jobs, models, oip):
         application.include_router(router.router)
     _add_docs(application)
     application.add_middleware(
@@ -153,6 +154,8 @@ _TAGS = {
     "jobs": "Train versions and follow training jobs.",
     "models": "Models, versions, aliases and artifacts.",
     "predictions": "Predict with a version.",
+    "inference protocol": "The Open Inference Protocol (KServe V2, REST): the same models "
+    'and predictions for KServe, MLServer and Triton clients; errors as `{"error": ...}`.',
 }
 
 
@@ -191,6 +194,7 @@ def build_openapi(application: FastAPI) -> dict[str, Any]:
         DatasetRecordsIn,
         DatasetUploadForm,
         PredictRequest,
+        OipInferenceRequest,
     ]
     _, extra = models_json_schema(
         [(m, "validation") for m in models], ref_template="#/components/schemas/{model}"

@@ -34,6 +34,7 @@ from ensembles import ModelSignature
 from ensembles.errors import IntegrityError, PredictionInputError, Problem
 from ensembles.inference import (
     CheckedColumns,
+    Prediction,
     PredictOptions,
     Servable,
     check_rows,
@@ -100,7 +101,7 @@ def _table_response(
     max_rows = services.settings.max_predict_rows
     table = read_table_body(body, fmt, max_rows)
     record = services.registry.resolve_version(name, ref)
-    servable = _servable(services, record)
+    servable = servable_for(services, record)
     checked = check_table(servable.signature, table, max_rows)
     try:
         return _write(services, record, servable, checked, options)
@@ -143,7 +144,7 @@ def _inline_response(
 
 def _response(services: Services, name: str, ref: str, request: PredictRequest) -> bytes:
     record: VersionRecord = services.registry.resolve_version(name, ref)
-    return _checked_response(services, record, _servable(services, record), request)
+    return _checked_response(services, record, servable_for(services, record), request)
 
 
 def _checked_response(
@@ -165,8 +166,11 @@ def _write(
     """Predict the checked columns and write the response; numpy arrays (probabilities,
     regression values, std) go to orjson as they are, without a Python float per cell."""
     signature = servable.signature
-    prediction = servable.predict(
-        checked.columns,
+    prediction = predict_checked(
+        services,
+        record,
+        servable,
+        checked,
         PredictOptions(
             voting=options.voting,
             return_proba=options.return_proba,
@@ -174,7 +178,6 @@ def _write(
             return_std=options.return_std,
         ),
     )
-    services.metrics.observe_prediction(record.model, len(prediction.predictions))
     response: dict[str, object] = {
         "model": record.model,
         "version": record.version,
@@ -186,6 +189,20 @@ def _write(
     response.update(prediction.as_dict())  # only what was asked for
     response["warnings"] = checked.warnings
     return orjson.dumps(response, option=orjson.OPT_SERIALIZE_NUMPY)
+
+
+def predict_checked(
+    services: Services,
+    record: VersionRecord,
+    servable: Servable,
+    checked: CheckedColumns,
+    options: PredictOptions,
+) -> Prediction:
+    """The prediction of checked columns, counted in the metrics: the one step every
+    protocol (``/v1`` JSON and tables, the Open Inference Protocol) ends in."""
+    prediction = servable.predict(checked.columns, options)
+    services.metrics.observe_prediction(record.model, len(prediction.predictions))
+    return prediction
 
 
 def _parse(body: bytes, query_options: PredictOptionsIn | None = None) -> PredictRequest:
@@ -221,7 +238,7 @@ def _key(record: VersionRecord) -> tuple[str, int, str]:
     return (record.model, record.version, record.artifact_sha256)
 
 
-def _servable(services: Services, record: VersionRecord) -> Servable:
+def servable_for(services: Services, record: VersionRecord) -> Servable:
     """The version's model ready to serve, from the cache or loaded into it."""
 
     def load() -> Servable:

@@ -6,6 +6,10 @@ through all its phases (examples, coverage, fuzzing, stateful) with a fixed seed
 bounded number of cases, once as an open service and once with API keys (where the
 authentication checks have something to check). Its JSON report must list no failure but
 those below, each of which says why the server is right and the check cannot know it.
+
+The Open Inference Protocol's operations (``/v2``) answer errors in the protocol's own
+shape, ``{"error": "..."}`` with ``application/json``, not as RFC 9457 problems: their
+error responses are documented so (``OipError``), and the checks hold them to that.
 """
 
 from __future__ import annotations
@@ -42,6 +46,16 @@ ALLOWED: dict[tuple[str, str], str] = {
         "with one class in it: whether a spec fits the data is known only by reading the "
         "dataset, and the answer is a 422 at the field (target, features, ...)"
     ),
+    **{
+        ("ST202", f"POST /v2/models/{{name}}{versions}/infer"): (
+            "a schema-valid inference request can name tensors the model does not have, "
+            "shapes its data does not fill, or datatypes its features cannot take, and an "
+            "application/octet-stream body of any bytes is schema-valid but JSON only up to "
+            "its Inference-Header-Content-Length: which tensors fit depends on the model's "
+            "features, and the answer is the protocol's 400 naming the tensor or field"
+        )
+        for versions in ("", "/versions/{version}")
+    },
 }
 
 SETTINGS = {
