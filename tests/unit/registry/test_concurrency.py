@@ -16,11 +16,20 @@ PROCESSES = 8
 VERSIONS_EACH = 25
 
 
-def test_processes_creating_versions_get_distinct_gap_free_numbers(tmp_path: Path) -> None:
+def test_processes_creating_versions_get_distinct_gap_free_numbers(
+    tmp_path: Path, database_url: str | None
+) -> None:
     # The children also open the fresh folder together: migrations must serialise too.
     data_dir, go_file = tmp_path / "data", tmp_path / "go"
     children = [
-        spawn_child("versions", str(data_dir), "shared", str(VERSIONS_EACH), str(go_file))
+        spawn_child(
+            "versions",
+            str(data_dir),
+            "shared",
+            str(VERSIONS_EACH),
+            str(go_file),
+            database_url=database_url,
+        )
         for _ in range(PROCESSES)
     ]
     for child in children:  # every child has imported and opened the registry
@@ -39,7 +48,7 @@ def test_processes_creating_versions_get_distinct_gap_free_numbers(tmp_path: Pat
     assert all(len(each) == VERSIONS_EACH and each == sorted(each) for each in got)
     assert sorted(numbers) == list(range(1, PROCESSES * VERSIONS_EACH + 1))
 
-    with SqlRegistry.open(data_dir) as registry:
+    with SqlRegistry.open(data_dir, database_url) as registry:
         listed = registry.list_versions("shared")
         assert [v.version for v in listed] == list(range(PROCESSES * VERSIONS_EACH, 0, -1))
         jobs = registry.list_jobs(model="shared")
