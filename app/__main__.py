@@ -6,11 +6,12 @@ from __future__ import annotations
 import os
 import sys
 
-from app.launcher import load_settings, serve
+from app.launcher import check_dependencies, load_settings, serve
 
 
 def main() -> None:
     settings = load_settings()
+    check_dependencies(settings)
     host = os.environ.get("HOST", "127.0.0.1")
     port = int(os.environ.get("PORT", "8000"))
     sys.exit(serve(settings, host, port))

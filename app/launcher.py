@@ -8,7 +8,8 @@ each SIGTERM and waits for their graceful shutdown. Before they start it makes t
 private folder where they write their metrics (:mod:`app.metrics_folder`), and removes
 it once they have stopped.
 
-Exit status: 0 after a shutdown asked by a signal, 2 for invalid settings, 3 when a
+Exit status: 0 after a shutdown asked by a signal, 2 for invalid settings or a
+dependency they name that cannot be reached at start (:mod:`app.preflight`), 3 when a
 server process could not start (uvicorn's own status for that when it serves alone).
 """
 
@@ -25,7 +26,7 @@ from typing import Final
 import uvicorn
 from pydantic import ValidationError
 
-from app import metrics_folder
+from app import metrics_folder, preflight
 from app.logs import configure_logging
 from app.process import LAUNCHER_ENV, STARTUP_FAILED
 from app.settings import Settings
@@ -46,6 +47,15 @@ def load_settings() -> Settings:
             name = "ENSEMBLE_" + "_".join(str(part) for part in error["loc"]).upper()
             message = str(error["msg"]).removeprefix("Value error, ")
             print(f"invalid setting {name}: {message}", file=sys.stderr)
+        sys.exit(EXIT_SETTINGS)
+
+
+def check_dependencies(settings: Settings) -> None:
+    """Exit 2, one line per problem naming its setting, unless every dependency answers."""
+    found = preflight.problems(settings)
+    for problem in found:
+        print(f"cannot start: {problem}", file=sys.stderr)
+    if found:
         sys.exit(EXIT_SETTINGS)
 
 

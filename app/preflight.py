@@ -1,0 +1,78 @@
+"""Start-up checks: is every dependency the settings name reachable, before serving?
+
+``python -m app`` (``make run``, the Docker image) runs :func:`problems` before any
+server process starts and exits with status 2 printing one line per problem, each naming
+the setting to fix: a registry database that cannot be reached is a configuration error
+to report at once, not a traceback of a server process (or N of them) later. Messages
+never contain a password: URLs are shown with ``***`` in its place.
+
+Each check is a function of the settings returning a problem or None; a new dependency
+(object store, scheduler) adds one to :data:`CHECKS`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Final
+
+import sqlalchemy as sa
+from sqlalchemy.engine import URL
+
+from app.settings import Settings
+from ensembles.registry import database
+
+Check = Callable[[Settings], str | None]
+
+
+def _one_line(text: str) -> str:
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def _scrub(text: str, url: URL | None, raw: str | None) -> str:
+    """``text`` without the password (nor the raw URL, which may carry one)."""
+    if raw:
+        text = text.replace(raw, "<the URL>")
+    if url is not None and url.password:
+        text = text.replace(str(url.password), "***")
+    return text
+
+
+def check_database(settings: Settings) -> str | None:
+    """Connect to the registry database and run ``SELECT 1`` (bounded by the connect
+    timeout); the problem, naming ENSEMBLE_DATABASE_URL, or None."""
+    raw = settings.database_url
+    setting = "ENSEMBLE_DATABASE_URL" if raw else "ENSEMBLE_DATA_DIR"
+    try:
+        url = database.database_url(settings.data_dir, raw)
+    except sa.exc.ArgumentError:
+        return f"{setting} is not a database URL (expected e.g. postgresql+psycopg://user:password@host:5432/db)"
+    shown = url.render_as_string(hide_password=True)
+    try:
+        engine = database.create_engine(url)
+    except Exception as exc:  # unknown driver, SQLite file in an unwritable folder, ...
+        return _scrub(f"{setting}={shown}: cannot use this database: {_reason(exc)}", url, raw)
+    try:
+        with engine.connect() as conn:
+            conn.execute(sa.select(1)).scalar_one()
+    except Exception as exc:
+        return _scrub(f"{setting}={shown}: cannot reach the database: {_reason(exc)}", url, raw)
+    finally:
+        engine.dispose()
+    return None
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, sa.exc.DBAPIError) and exc.orig is not None:
+        exc = exc.orig
+    text = _one_line(str(exc)) or type(exc).__name__
+    return text[:300]
+
+
+CHECKS: Final[tuple[Check, ...]] = (check_database,)
+
+
+def problems(settings: Settings) -> list[str]:
+    """One line per unreachable dependency (empty: all reachable)."""
+    found = (check(settings) for check in CHECKS)
+    return [problem for problem in found if problem is not None]
