@@ -23,6 +23,7 @@ from app.settings import Settings
 from ensembles.registry import database
 
 Check = Callable[[Settings], str | None]
+_EXAMPLE_URL: Final = "postgresql+psycopg://user:password@host:5432/db"
 
 
 def _one_line(text: str) -> str:
@@ -46,7 +47,7 @@ def check_database(settings: Settings) -> str | None:
     try:
         url = database.database_url(settings.data_dir, raw)
     except sa.exc.ArgumentError:
-        return f"{setting} is not a database URL (expected e.g. postgresql+psycopg://user:password@host:5432/db)"
+        return f"{setting} is not a database URL (e.g. {_EXAMPLE_URL})"
     shown = url.render_as_string(hide_password=True)
     try:
         engine = database.create_engine(url)
