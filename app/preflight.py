@@ -40,10 +40,16 @@ def _scrub(text: str, url: URL | None, raw: str | None) -> str:
 
 
 def check_database(settings: Settings) -> str | None:
-    """Connect to the registry database and run ``SELECT 1`` (bounded by the connect
-    timeout); the problem, naming ENSEMBLE_DATABASE_URL, or None."""
+    """Connect to the database ENSEMBLE_DATABASE_URL names and run ``SELECT 1`` (bounded
+    by the connect timeout); the problem, naming the setting, or None.
+
+    The default SQLite file is not checked here: the data folder is the server
+    processes' to create (a folder they cannot use stops them with status 3).
+    """
     raw = settings.database_url
-    setting = "ENSEMBLE_DATABASE_URL" if raw else "ENSEMBLE_DATA_DIR"
+    if not raw:
+        return None
+    setting = "ENSEMBLE_DATABASE_URL"
     try:
         url = database.database_url(settings.data_dir, raw)
     except sa.exc.ArgumentError:
