@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test lint typecheck pytest run clean
+.PHONY: test lint typecheck pytest test-deps run clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,11 +22,13 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-# scripts/test_deps.sh: the Debian packages the tests run for real (PostgreSQL, Chromium,
-# tmux), installed when missing and run as root (CI); a no-op when they are there.
-pytest: $(STAMP)
-	bash scripts/test_deps.sh
+pytest: $(STAMP) test-deps
 	$(BIN)/pytest -q
+
+# System programs the tests run for real (PostgreSQL's server, ...), installed from Debian
+# when missing and we are root: see scripts/test_deps.sh.
+test-deps:
+	bash scripts/test_deps.sh
 
 # Serve on $HOST:$PORT (default 127.0.0.1:8000) with ENSEMBLE_WORKERS server processes
 # (default 1); settings are ENSEMBLE_* variables. `python -m app` is the Docker image's CMD.

@@ -9,8 +9,7 @@ private folder where they write their metrics (:mod:`app.metrics_folder`), and r
 it once they have stopped.
 
 Exit status: 0 after a shutdown asked by a signal, 2 for invalid settings or a
-dependency they name that cannot be reached or used (the object store of
-``ENSEMBLE_OBJECT_STORE``, the Dask scheduler of ``ENSEMBLE_DASK_SCHEDULER``), 3 when a
+dependency they name that cannot be reached at start (:mod:`app.preflight`), 3 when a
 server process could not start (uvicorn's own status for that when it serves alone).
 """
 
@@ -27,9 +26,8 @@ from typing import Final
 import uvicorn
 from pydantic import ValidationError
 
-from app import metrics_folder
+from app import metrics_folder, preflight
 from app.logs import configure_logging
-from app.preflight import object_store_problem
 from app.process import LAUNCHER_ENV, STARTUP_FAILED
 from app.settings import Settings
 
@@ -41,8 +39,7 @@ log = logging.getLogger("app.launcher")
 
 
 def load_settings() -> Settings:
-    """The settings from the environment, or exit 2 naming each bad variable (or the
-    object store it names, when that cannot be used: :mod:`app.preflight`)."""
+    """The settings from the environment, or exit 2 naming each bad variable."""
     try:
         settings = Settings()
     except ValidationError as exc:
@@ -51,22 +48,16 @@ def load_settings() -> Settings:
             message = str(error["msg"]).removeprefix("Value error, ")
             print(f"invalid setting {name}: {message}", file=sys.stderr)
         sys.exit(EXIT_SETTINGS)
-    problem = object_store_problem(settings)
-    if problem is not None:
-        print(problem, file=sys.stderr)
-        sys.exit(EXIT_SETTINGS)
     return settings
 
 
 def check_dependencies(settings: Settings) -> None:
-    """Exit 2 naming the setting when a dependency it names cannot be reached."""
-    if settings.dask_scheduler is not None:
-        from app.cluster import check_reachable
-
-        problem = check_reachable(settings.dask_scheduler)
-        if problem is not None:
-            print(f"cannot start: {problem}", file=sys.stderr)
-            sys.exit(EXIT_SETTINGS)
+    """Exit 2, one line per problem naming its setting, unless every dependency answers."""
+    found = preflight.problems(settings)
+    for problem in found:
+        print(f"cannot start: {problem}", file=sys.stderr)
+    if found:
+        sys.exit(EXIT_SETTINGS)
 
 
 def serve(settings: Settings, host: str, port: int) -> int:

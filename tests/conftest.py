@@ -1,5 +1,6 @@
-"""Fixtures every test folder may use: the S3 API server (:mod:`tests.s3server`) and the
-backends replicas share (:mod:`tests.replicas`)."""
+"""Fixtures every test folder may use: a real PostgreSQL server (:mod:`tests.postgres`),
+the S3 API server (:mod:`tests.s3server`) and the backends replicas share
+(:mod:`tests.replicas`)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from ensembles.registry.stores import StoreConfig
+from tests.postgres import PostgresServer, PostgresUnavailableError
 from tests.replicas import SharedBackends
 from tests.s3server import S3Server, use_test_credentials
 
@@ -43,3 +45,31 @@ def shared_backends(tmp_path: Path, s3_store: StoreConfig) -> SharedBackends:
     """The database and object store replicas share: a SQLite file and the test's bucket
     (a PostgreSQL fixture may provide the same with another ``database_url``)."""
     return SharedBackends.sqlite(tmp_path / "shared", s3_store)
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """One server for the whole session, started on first use, removed at the end.
+
+    Fails (never skips) when no server can be run here, saying how to get one.
+    """
+    try:
+        server = PostgresServer()
+    except PostgresUnavailableError as exc:
+        pytest.fail(str(exc), pytrace=False)
+    try:
+        yield server.start()
+    finally:
+        server.remove()
+
+
+@pytest.fixture
+def postgres_url(postgres_server: PostgresServer) -> Iterator[str]:
+    """The SQLAlchemy URL of a new empty database, dropped after the test."""
+    if not (postgres_server.data / "postmaster.pid").exists():
+        postgres_server.start()  # a test stopped it (a fault test): serve the next one
+    name = postgres_server.create_database()
+    yield postgres_server.url(name)
+    if not (postgres_server.data / "postmaster.pid").exists():
+        postgres_server.start()
+    postgres_server.drop_database(name)

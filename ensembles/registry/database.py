@@ -1,13 +1,19 @@
 """The registry database: engine set-up per backend and schema migrations at start-up.
 
-Only this module knows about SQLite specifics. For SQLite (the default, a file in the
+Only this module knows about backend specifics. For SQLite (the default, a file in the
 data folder) every connection gets a 30 s busy timeout, foreign keys and fully
 synchronous commits; the file is switched to WAL once so readers never block the writer;
 and SQLAlchemy, not the ``sqlite3`` module, emits ``BEGIN``: ``BEGIN IMMEDIATE`` for
 write transactions, so concurrent writers (threads or processes) queue on the database
 lock up front instead of failing with "database is locked" when a read turns into a
-write. Any other URL (e.g. ``postgresql+psycopg://...``) gets a plain engine; the SQL the
-registry emits is portable.
+write.
+
+PostgreSQL (``postgresql+psycopg://...``) has no database-wide write lock: write
+transactions run at READ COMMITTED and take the row or advisory locks they need (see
+``lifecycle`` and ``versioning``), while reads run at REPEATABLE READ so that the few
+queries of one read see one snapshot, as on SQLite. Every connection attempt gives up
+after :data:`CONNECT_TIMEOUT_S` and TCP keepalives detect a server that vanished, so a
+database that goes away makes requests fail fast (503) instead of hanging.
 """
 
 from __future__ import annotations
@@ -36,6 +42,20 @@ WRITE_OPTION: Final = "ensembles_registry_write"
 """Execution option marking a connection whose transaction will write."""
 MIGRATIONS: Final = Path(__file__).parent / "migrations"
 _MIGRATION_LOCK_KEY: Final = 0x456E7352  # arbitrary, constant: "EnsR"
+CONNECT_TIMEOUT_S: Final = 5
+"""How long one connection attempt to a database server may take (libpq's minimum is 2)."""
+POOL_TIMEOUT_S: Final = 10.0
+_POSTGRES_CONNECT_ARGS: Final[dict[str, object]] = {
+    "connect_timeout": CONNECT_TIMEOUT_S,
+    "application_name": "ensemble-service",
+    # A peer that vanished (host down, network cut) is noticed within ~30 s, even idle
+    # or mid-query, instead of the kernel's two hours.
+    "keepalives": 1,
+    "keepalives_idle": 10,
+    "keepalives_interval": 5,
+    "keepalives_count": 3,
+    "tcp_user_timeout": 30_000,
+}
 
 
 def dump_json(value: object) -> str:
@@ -52,9 +72,28 @@ def database_url(data_dir: Path, url: str | None) -> URL:
 
 def create_engine(url: URL) -> Engine:
     """An engine for ``url``, with the SQLite set-up described above when it is SQLite."""
-    if url.get_backend_name() == "sqlite":
+    backend = url.get_backend_name()
+    if backend == "sqlite":
         return _sqlite_engine(url)
-    return sa.create_engine(url, pool_pre_ping=True, json_serializer=dump_json)
+    connect_args = _POSTGRES_CONNECT_ARGS if backend == "postgresql" else {}
+    return sa.create_engine(
+        url,
+        pool_pre_ping=True,
+        pool_timeout=POOL_TIMEOUT_S,
+        connect_args=dict(connect_args),
+        json_serializer=dump_json,
+    )
+
+
+def for_reading(conn: Connection) -> Connection:
+    """Make ``conn``'s next transaction a consistent snapshot (before it begins).
+
+    SQLite's read transactions are snapshots already (WAL); PostgreSQL's default, READ
+    COMMITTED, takes a new snapshot per statement, so reads ask for REPEATABLE READ.
+    """
+    if conn.dialect.name == "postgresql":
+        conn.execution_options(isolation_level="REPEATABLE READ")
+    return conn
 
 
 def _sqlite_engine(url: URL) -> Engine:

@@ -149,11 +149,13 @@ def start_next(conn: Connection, owner: str, max_running: int, now: datetime) ->
     _, running = open_counts(conn)
     if running >= max_running:
         return None
+    # SKIP LOCKED: a queued job being cancelled right now is passed over, not waited for.
     oldest = (
         sa.select(jobs.c.id)
         .where(jobs.c.status == "queued")
         .order_by(jobs.c.created_at, jobs.c.id)
         .limit(1)
+        .with_for_update(skip_locked=True)
     )
     job_id = conn.execute(oldest).scalar()
     if job_id is None:
@@ -164,16 +166,17 @@ def start_next(conn: Connection, owner: str, max_running: int, now: datetime) ->
 def fail_queued_of(
     conn: Connection, owner: str, problem: dict[str, object], now: datetime
 ) -> list[str]:
-    """Fail the jobs ``owner`` queued that nobody has started; their ids."""
-    query = sa.select(jobs.c.id).where(jobs.c.owner == owner, jobs.c.status == "queued")
-    ids = [str(job_id) for job_id in conn.execute(query).scalars()]
-    if ids:
-        conn.execute(
-            sa.update(jobs)
-            .where(jobs.c.id.in_(ids))
-            .values(status="failed", finished_at=now, error=problem)
-        )
-    return ids
+    """Fail the jobs ``owner`` queued that nobody has started; their ids.
+
+    One conditional UPDATE: a job another process starts meanwhile is left alone.
+    """
+    failed = conn.execute(
+        sa.update(jobs)
+        .where(jobs.c.owner == owner, jobs.c.status == "queued")
+        .values(status="failed", finished_at=now, error=problem)
+        .returning(jobs.c.id)
+    )
+    return sorted(str(job_id) for job_id in failed.scalars())
 
 
 def record_progress(conn: Connection, job_id: str, progress: dict[str, object]) -> None:
@@ -252,23 +255,25 @@ def fail_if_unfinished(
 
 
 def interrupt(conn: Connection, owners: set[str | None], now: datetime) -> list[str]:
-    """Fail the unfinished jobs of dead ``owners`` (None: jobs that never had one)."""
+    """Fail the unfinished jobs of dead ``owners`` (None: jobs that never had one).
+
+    Conditional UPDATEs: a queued job a live process starts meanwhile (it becomes its
+    owner) is left alone.
+    """
     named = {owner for owner in owners if owner is not None}
     owned: sa.ColumnElement[bool] = jobs.c.owner.in_(named)
     if None in owners:
         owned = sa.or_(owned, jobs.c.owner.is_(None))
     failed: list[str] = []
     for status, detail in (("running", INTERRUPTED_RUNNING), ("queued", INTERRUPTED_QUEUED)):
-        query = sa.select(jobs.c.id).where(owned, jobs.c.status == status)
-        ids = [str(job_id) for job_id in conn.execute(query).scalars()]
-        if ids:
-            problem = job_problem("interrupted", "Training interrupted", detail)
-            conn.execute(
-                sa.update(jobs)
-                .where(jobs.c.id.in_(ids))
-                .values(status="failed", finished_at=now, error=problem)
-            )
-            failed.extend(ids)
+        problem = job_problem("interrupted", "Training interrupted", detail)
+        ended = conn.execute(
+            sa.update(jobs)
+            .where(owned, jobs.c.status == status)
+            .values(status="failed", finished_at=now, error=problem)
+            .returning(jobs.c.id)
+        )
+        failed.extend(sorted(str(job_id) for job_id in ended.scalars()))
     return failed
 
 

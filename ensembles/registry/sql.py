@@ -258,7 +258,7 @@ class SqlRegistry:
         """A connection for reads: its statements share one snapshot; never blocks (WAL)."""
         try:
             with self._connect() as conn:
-                yield conn
+                yield database.for_reading(conn)
         except sa.exc.SQLAlchemyError as exc:
             raise StorageError(f"registry database error: {_reason(exc)}") from exc
 
@@ -482,7 +482,7 @@ class SqlRegistry:
         document["artifact"] = versioning.artifact_block(document.get("artifact"), written)
         try:
             outcome = self._run_write(
-                lambda conn: self._make_visible(conn, job_id, written, document)
+                lambda conn: self._make_visible(conn, name, job_id, written, document)
             )
         except BaseException as exc:
             self.store.remove_artifact(name, number)
@@ -501,10 +501,18 @@ class SqlRegistry:
 
     @staticmethod
     def _make_visible(
-        conn: Connection, job_id: str, written: StoredObject, document: dict[str, object]
+        conn: Connection,
+        name: str,
+        job_id: str,
+        written: StoredObject,
+        document: dict[str, object],
     ) -> str:
-        """The visibility transaction; returns how the job ended (or its status as found)."""
+        """The visibility transaction; returns how the job ended (or its status as found).
+
+        Takes the model's lock first (as deleting the model does), then the job's.
+        """
         now = _now()
+        versioning.lock_model(conn, name)
         job = rows.fetch_job(conn, job_id, for_update=True)
         if job.status != "running":
             return job.status

@@ -3,6 +3,12 @@
 Kept apart from the job transitions (``lifecycle.py``) because these rows are what
 readers see: each function here is one step of a transaction that ``sql.py`` commits
 only when the files on disk already agree.
+
+Every transaction that adds, deletes or re-points a model's versions or aliases first
+locks that model's counter row (:func:`lock_model`), so on PostgreSQL they are
+serialized per model exactly as SQLite's database lock serializes all writers: a
+version is never deleted under an alias being moved onto it, and a model deleted while
+one of its jobs publishes ends with no version, whichever commits first.
 """
 
 from __future__ import annotations
@@ -52,8 +58,15 @@ def insert_version(
     )
 
 
+def lock_model(conn: Connection, name: str) -> None:
+    """Hold ``name``'s counter row until the transaction ends (a no-op on SQLite, whose
+    write transactions hold the database lock already); nothing when it does not exist."""
+    conn.execute(sa.select(models.c.name).where(models.c.name == name).with_for_update())
+
+
 def delete_version(conn: Connection, name: str, number: int) -> None:
     """Delete one version row; refused while an alias points at it."""
+    lock_model(conn, name)
     record = rows.fetch_version(conn, name, number)
     if record.aliases:
         listed = ", ".join(repr(alias) for alias in record.aliases)
@@ -66,6 +79,7 @@ def delete_version(conn: Connection, name: str, number: int) -> None:
 
 def delete_model(conn: Connection, name: str) -> list[int]:
     """Delete every version and alias row of a model (the counter row stays)."""
+    lock_model(conn, name)
     query = sa.select(versions.c.version).where(versions.c.model == name)
     numbers = [int(number) for number in conn.execute(query).scalars()]
     if not numbers:
@@ -82,6 +96,7 @@ def set_alias(conn: Connection, name: str, alias: str, number: int, now: datetim
     concurrent first settings of one alias are settled by the primary key: the loser's
     INSERT fails inside a savepoint and it moves the winner's row instead.
     """
+    lock_model(conn, name)
     rows.fetch_version(conn, name, number)
     key = (aliases.c.model == name, aliases.c.alias == alias)
     for _ in range(3):
@@ -102,6 +117,7 @@ def set_alias(conn: Connection, name: str, alias: str, number: int, now: datetim
 
 
 def delete_alias(conn: Connection, name: str, alias: str) -> None:
+    lock_model(conn, name)
     gone = conn.execute(
         sa.delete(aliases).where(aliases.c.model == name, aliases.c.alias == alias)
     ).rowcount

@@ -15,6 +15,9 @@ store. Points: ``part`` (the first part of a multipart upload is stored), ``uplo
 ``children.py versions <data_dir> <model> <count> <go_file>``: open the registry, wait
 for ``go_file`` to exist (so all children start together), then create ``count``
 versions and print the numbers it got as one JSON line.
+
+Both open the database named by ``$ENSEMBLE_TEST_CHILD_DATABASE_URL`` when it is set
+(else SQLite in ``<data_dir>``).
 """
 
 from __future__ import annotations
@@ -79,7 +82,7 @@ def _first_call_stops(function: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def crash(data_dir: str, point: str) -> None:
-    registry = SqlRegistry.open(data_dir)
+    registry = SqlRegistry.open(data_dir, os.environ.get("ENSEMBLE_TEST_CHILD_DATABASE_URL"))
     print("ready", flush=True)
     sys.stdin.readline()  # the parent says when (imports overlap with the previous trial)
     job = registry.submit_job("crashy", {"point": point})
@@ -138,7 +141,7 @@ def _parquet() -> bytes:
 
 
 def versions(data_dir: str, model: str, count: str, go_file: str) -> None:
-    registry = SqlRegistry.open(data_dir)
+    registry = SqlRegistry.open(data_dir, os.environ.get("ENSEMBLE_TEST_CHILD_DATABASE_URL"))
     print("ready", flush=True)
     while not Path(go_file).exists():
         time.sleep(0.005)

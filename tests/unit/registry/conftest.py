@@ -1,18 +1,20 @@
+"""Every registry test that takes ``database_url`` runs on both backends: the default
+SQLite file and a fresh database on a real PostgreSQL server (tests/postgres.py).
+
+Their ids end in ``[sqlite]`` or ``[postgres]``: ``pytest tests/unit/registry -k postgres``
+runs one backend. A PostgreSQL test fails (never skips) where no server can be run.
+"""
+
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import sqlalchemy as sa
 
 from ensembles.registry import SqlRegistry
-from ensembles.registry.schema import metadata
 
-# Opt-in: run the registry-fixture tests against another database, e.g.
-# ENSEMBLE_TEST_DATABASE_URL=postgresql+psycopg://user@host/db (its tables are dropped).
-OTHER_DATABASE = os.environ.get("ENSEMBLE_TEST_DATABASE_URL")
+BACKENDS = ["sqlite", "postgres"]
 
 
 @pytest.fixture
@@ -20,24 +22,19 @@ def data_dir(tmp_path: Path) -> Path:
     return tmp_path / "data"
 
 
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    name: str = request.param
+    return name
+
+
 @pytest.fixture
-def database_url() -> Iterator[str | None]:
-    if not OTHER_DATABASE:
-        yield None
-        return
-    _drop_everything(OTHER_DATABASE)
-    yield OTHER_DATABASE
-    _drop_everything(OTHER_DATABASE)
-
-
-def _drop_everything(url: str) -> None:
-    engine = sa.create_engine(url)
-    try:
-        with engine.begin() as conn:
-            metadata.drop_all(conn)
-            conn.execute(sa.text("DROP TABLE IF EXISTS alembic_version"))
-    finally:
-        engine.dispose()
+def database_url(backend: str, request: pytest.FixtureRequest) -> str | None:
+    """None (SQLite in the data folder) or the URL of a new PostgreSQL database."""
+    if backend == "sqlite":
+        return None
+    url: str = request.getfixturevalue("postgres_url")
+    return url
 
 
 @pytest.fixture

@@ -58,9 +58,16 @@ def temp_files(data_dir: Path) -> list[Path]:
     return sorted(p for p in data_dir.rglob(".*.tmp") if p.is_file())
 
 
-def spawn_child(*args: str) -> subprocess.Popen[str]:
-    """Run ``children.py`` in a fresh interpreter (no state shared with the test)."""
+DATABASE_ENV = "ENSEMBLE_TEST_CHILD_DATABASE_URL"
+
+
+def spawn_child(*args: str, database_url: str | None = None) -> subprocess.Popen[str]:
+    """Run ``children.py`` in a fresh interpreter (no state shared with the test), on
+    ``database_url`` (None: SQLite in the data folder given in ``args``)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), str(CHILDREN.parent)])}
+    env.pop(DATABASE_ENV, None)
+    if database_url is not None:
+        env[DATABASE_ENV] = database_url
     return subprocess.Popen(
         [sys.executable, str(CHILDREN), *args],
         stdin=subprocess.PIPE,

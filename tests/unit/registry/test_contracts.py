@@ -111,8 +111,10 @@ def test_metrics_written_in_full_keep_every_block() -> None:
     assert Metrics.model_validate(dumped) == metrics
 
 
-def test_sql_registry_and_local_store_satisfy_the_protocols(tmp_path: Path) -> None:
-    with SqlRegistry.open(tmp_path / "data") as registry:
+def test_sql_registry_and_local_store_satisfy_the_protocols(
+    tmp_path: Path, database_url: str | None
+) -> None:
+    with SqlRegistry.open(tmp_path / "data", database_url) as registry:
         typed: Registry = registry  # and mypy checks these assignments in the packages
         assert isinstance(typed, Registry)
         assert isinstance(registry.store, LocalStore)

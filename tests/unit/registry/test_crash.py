@@ -62,18 +62,22 @@ def _kill_at_point(child: subprocess.Popen[str], point: str) -> tuple[str, int]:
     return job_id, int(number)
 
 
-def test_sigkill_during_publish_leaves_no_partial_version(data_dir: Path) -> None:
-    with SqlRegistry.open(data_dir) as registry:
+def test_sigkill_during_publish_leaves_no_partial_version(
+    data_dir: Path, database_url: str | None
+) -> None:
+    with SqlRegistry.open(data_dir, database_url) as registry:
         first = publish(registry, "crashy", value={"keep": "me"})
     reserved: list[int] = []
     started = time.perf_counter()
-    children = [spawn_child("crash", str(data_dir), POINTS[0])]
+    children = [spawn_child("crash", str(data_dir), POINTS[0], database_url=database_url)]
     for trial, point in enumerate(POINTS):
         if trial + 1 < len(POINTS):
-            children.append(spawn_child("crash", str(data_dir), POINTS[trial + 1]))
+            children.append(
+                spawn_child("crash", str(data_dir), POINTS[trial + 1], database_url=database_url)
+            )
         job_id, number = _kill_at_point(children[trial], point)
         reserved.append(number)
-        with SqlRegistry.open(data_dir) as registry:
+        with SqlRegistry.open(data_dir, database_url) as registry:
             job = registry.get_job(job_id)
             assert job.status == "failed", point
             assert job.error is not None and job.error["detail"] == INTERRUPTED_RUNNING
@@ -85,7 +89,7 @@ def test_sigkill_during_publish_leaves_no_partial_version(data_dir: Path) -> Non
     elapsed = time.perf_counter() - started
 
     assert reserved == list(range(2, 2 + len(POINTS))), "a reserved number was reused"
-    with SqlRegistry.open(data_dir) as registry:
+    with SqlRegistry.open(data_dir, database_url) as registry:
         after = publish(registry, "crashy")
         assert after.version == 2 + len(POINTS)
         assert [v.version for v in registry.list_versions("crashy")] == [after.version, 1]

@@ -21,29 +21,35 @@ from ensembles.registry.stores.artifacts import ArtifactFolder
 FIRST = "0001_initial"
 
 
-def _engine(data_dir: Path) -> sa.Engine:
-    return database.create_engine(database.database_url(data_dir, None))
+def _engine(data_dir: Path, url: str | None) -> sa.Engine:
+    return database.create_engine(database.database_url(data_dir, url))
 
 
-def test_an_empty_folder_is_created_at_head(data_dir: Path) -> None:
-    with SqlRegistry.open(data_dir):
+def test_an_empty_database_is_created_at_head(data_dir: Path, database_url: str | None) -> None:
+    with SqlRegistry.open(data_dir, database_url):
         pass
-    engine = _engine(data_dir)
+    engine = _engine(data_dir, database_url)
     try:
         assert database.current_revision(engine) == database.head_revision()
         with engine.connect() as conn:
             assert compare_metadata(MigrationContext.configure(conn), metadata) == []
-            assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
-            assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() == 30000
-            assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+            if database_url is None:
+                assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+                assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() == 30000
+                assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+            else:
+                assert conn.exec_driver_sql("SHOW application_name").scalar() == "ensemble-service"
     finally:
         engine.dispose()
-    assert {p.name for p in data_dir.iterdir()} >= {"registry.db", "artifacts", "datasets"}
+    expected = {"artifacts", "datasets"} | ({"registry.db"} if database_url is None else set())
+    assert {p.name for p in data_dir.iterdir()} >= expected
 
 
-def test_a_folder_made_by_the_first_migration_upgrades_in_place(data_dir: Path) -> None:
+def test_a_folder_made_by_the_first_migration_upgrades_in_place(
+    data_dir: Path, database_url: str | None
+) -> None:
     data_dir.mkdir(parents=True)
-    engine = _engine(data_dir)
+    engine = _engine(data_dir, database_url)
     database.upgrade(engine, FIRST)
     assert database.current_revision(engine) == FIRST
     written = ArtifactFolder(data_dir / "artifacts", "0" * 16)
@@ -74,14 +80,14 @@ def test_a_folder_made_by_the_first_migration_upgrades_in_place(data_dir: Path) 
         )
     engine.dispose()
 
-    with SqlRegistry.open(data_dir) as registry:
+    with SqlRegistry.open(data_dir, database_url) as registry:
         version = registry.get_version("old-model", "prod")
         assert version.version == 1 and version.metadata == {"task": "regression"}
         assert registry.load_model("old-model", 1) == {"trained": "before the upgrade"}
         job = registry.get_job("job_old")
         assert job.status == "failed" and job.cancel_requested is False  # owner unknown: dead
         assert registry.submit_job("old-model", {}).version == 3
-    engine = _engine(data_dir)
+    engine = _engine(data_dir, database_url)
     try:
         assert database.current_revision(engine) == database.head_revision()
         with engine.connect() as conn:
@@ -92,10 +98,10 @@ def test_a_folder_made_by_the_first_migration_upgrades_in_place(data_dir: Path) 
     assert joblib.load(written.path("old-model", 1)) == {"trained": "before the upgrade"}
 
 
-def test_downgrade_to_first_and_back(data_dir: Path) -> None:
-    with SqlRegistry.open(data_dir) as registry:
+def test_downgrade_to_first_and_back(data_dir: Path, database_url: str | None) -> None:
+    with SqlRegistry.open(data_dir, database_url) as registry:
         job = registry.submit_job("m", {})
-    engine = _engine(data_dir)
+    engine = _engine(data_dir, database_url)
     try:
         database.downgrade(engine, FIRST)
         assert database.current_revision(engine) == FIRST
@@ -103,19 +109,21 @@ def test_downgrade_to_first_and_back(data_dir: Path) -> None:
         assert database.current_revision(engine) == database.head_revision()
     finally:
         engine.dispose()
-    with SqlRegistry.open(data_dir) as registry:
+    with SqlRegistry.open(data_dir, database_url) as registry:
         assert registry.get_job(job.id).model == "m"
 
 
-def test_a_database_from_a_newer_release_is_refused_clearly(data_dir: Path) -> None:
-    with SqlRegistry.open(data_dir):
+def test_a_database_from_a_newer_release_is_refused_clearly(
+    data_dir: Path, database_url: str | None
+) -> None:
+    with SqlRegistry.open(data_dir, database_url):
         pass
-    engine = _engine(data_dir)
+    engine = _engine(data_dir, database_url)
     with engine.begin() as conn:
         conn.execute(sa.text("UPDATE alembic_version SET version_num = '9999_future'"))
     engine.dispose()
     with pytest.raises(StorageError, match="9999_future"):
-        SqlRegistry.open(data_dir)
+        SqlRegistry.open(data_dir, database_url)
     assert list((data_dir / "locks").glob("*.lock")) == []
 
 

@@ -7,7 +7,6 @@ deleted by another process — makes the next call read the database again.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,18 +19,9 @@ from ensembles.registry.changes import ChangeCounter
 from .support import publish
 
 
-@pytest.fixture
-def sqlite_registry(data_dir: Path) -> Iterator[SqlRegistry]:
-    """SQLite whatever ENSEMBLE_TEST_DATABASE_URL says: its counter is what is tested."""
+def test_a_resolved_reference_is_reused_until_the_database_changes(data_dir: Path) -> None:
+    """SQLite only: its counter is what is tested (PostgreSQL has none: never reused)."""
     registry = SqlRegistry.open(data_dir)
-    yield registry
-    registry.close()
-
-
-def test_a_resolved_reference_is_reused_until_the_database_changes(
-    sqlite_registry: SqlRegistry,
-) -> None:
-    registry = sqlite_registry
     publish(registry, "iris")
     assert registry.resolved_version("iris", "latest") is None  # nothing resolved yet
     first = registry.resolve_version("iris", "latest")
@@ -40,10 +30,10 @@ def test_a_resolved_reference_is_reused_until_the_database_changes(
     publish(registry, "iris")
     assert registry.resolved_version("iris", "latest") is None
     assert registry.resolve_version("iris", "latest").version == 2
+    registry.close()
 
 
-def test_aliases_moved_and_versions_deleted_are_seen_at_once(sqlite_registry: SqlRegistry) -> None:
-    registry = sqlite_registry
+def test_aliases_moved_and_versions_deleted_are_seen_at_once(registry: SqlRegistry) -> None:
     for _ in range(3):
         publish(registry, "iris")
     registry.set_alias("iris", "prod", 1)
@@ -56,12 +46,12 @@ def test_aliases_moved_and_versions_deleted_are_seen_at_once(sqlite_registry: Sq
         registry.resolve_version("iris", 3)
 
 
-def test_commits_of_another_process_are_seen(data_dir: Path) -> None:
+def test_commits_of_another_process_are_seen(data_dir: Path, database_url: str | None) -> None:
     """A second registry on the same folder stands for a worker process publishing."""
-    with SqlRegistry.open(data_dir) as server:
+    with SqlRegistry.open(data_dir, database_url) as server:
         publish(server, "iris")
         assert server.resolve_version("iris", "latest").version == 1
-        with SqlRegistry.open(data_dir) as other:
+        with SqlRegistry.open(data_dir, database_url) as other:
             publish(other, "iris")
         assert server.resolve_version("iris", "latest").version == 2
 

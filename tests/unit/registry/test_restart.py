@@ -15,8 +15,10 @@ from ensembles.registry.stores.files import temp_path
 from .support import COLUMNS, parquet_bytes, publish
 
 
-def test_restart_sees_every_dataset_version_alias_and_job(data_dir: Path) -> None:
-    with SqlRegistry.open(data_dir) as first:
+def test_restart_sees_every_dataset_version_alias_and_job(
+    data_dir: Path, database_url: str | None
+) -> None:
+    with SqlRegistry.open(data_dir, database_url) as first:
         dataset = first.create_dataset(name="d", parquet=parquet_bytes(), n_rows=3, columns=COLUMNS)
         v1 = publish(first, "iris", value={"v": 1})
         v2 = publish(first, "iris", value={"v": 2})
@@ -31,7 +33,7 @@ def test_restart_sees_every_dataset_version_alias_and_job(data_dir: Path) -> Non
         before_jobs = {job.id: job for job in first.list_jobs()}
         before_models = first.list_models()
 
-    with SqlRegistry.open(data_dir) as second:
+    with SqlRegistry.open(data_dir, database_url) as second:
         assert second.list_datasets() == [dataset]
         assert second.read_dataset_parquet(dataset.id) == parquet_bytes()
         assert second.list_models() == before_models
@@ -53,11 +55,13 @@ def test_restart_sees_every_dataset_version_alias_and_job(data_dir: Path) -> Non
         assert second.submit_job("iris", {}).version == 6  # 3, 4, 5 stay used
 
 
-def test_a_live_instance_keeps_its_jobs_when_another_opens(data_dir: Path) -> None:
-    live = SqlRegistry.open(data_dir)
+def test_a_live_instance_keeps_its_jobs_when_another_opens(
+    data_dir: Path, database_url: str | None
+) -> None:
+    live = SqlRegistry.open(data_dir, database_url)
     job = live.submit_job("iris", {})
     live.start_job(job.id)
-    with SqlRegistry.open(data_dir) as other:
+    with SqlRegistry.open(data_dir, database_url) as other:
         assert other.get_job(job.id).status == "running"
         assert other.recover() == []
         version = live.publish_version(job.id, {"ok": True}, {})
@@ -67,12 +71,14 @@ def test_a_live_instance_keeps_its_jobs_when_another_opens(data_dir: Path) -> No
         assert other.get_job(queued.id).status == "failed"
 
 
-def test_an_instance_that_vanished_without_closing_is_recovered(data_dir: Path) -> None:
-    ghost = SqlRegistry.open(data_dir)
+def test_an_instance_that_vanished_without_closing_is_recovered(
+    data_dir: Path, database_url: str | None
+) -> None:
+    ghost = SqlRegistry.open(data_dir, database_url)
     job = ghost.submit_job("iris", {})
     ghost.start_job(job.id)
     ghost._lock.release()  # what the kernel does when the process dies
-    with SqlRegistry.open(data_dir) as survivor:
+    with SqlRegistry.open(data_dir, database_url) as survivor:
         assert survivor.get_job(job.id).status == "failed"
         assert list((data_dir / "locks").glob("*.lock")) == [survivor._lock.path]
     ghost._engine.dispose()
@@ -98,9 +104,11 @@ def test_a_forked_child_leaves_the_parents_jobs_and_lock_alone(registry: SqlRegi
     assert publish(registry, "other").version == 1
 
 
-def test_only_dead_instances_lose_their_temporary_files(data_dir: Path) -> None:
-    live = SqlRegistry.open(data_dir)
-    ghost = SqlRegistry.open(data_dir)
+def test_only_dead_instances_lose_their_temporary_files(
+    data_dir: Path, database_url: str | None
+) -> None:
+    live = SqlRegistry.open(data_dir, database_url)
+    ghost = SqlRegistry.open(data_dir, database_url)
     folder = live.store.artifacts.folder("iris")
     folder.mkdir()
     mine = temp_path(folder, live.instance_id)
@@ -109,7 +117,7 @@ def test_only_dead_instances_lose_their_temporary_files(data_dir: Path) -> None:
     for path in (mine, theirs, foreign):
         path.write_bytes(b"partial")
     ghost.close()
-    with SqlRegistry.open(data_dir):
+    with SqlRegistry.open(data_dir, database_url):
         assert mine.exists() and foreign.exists()
         assert not theirs.exists()
     live.close()
