@@ -30,4 +30,7 @@ class Metrics(BaseModel):
     train: Scores | None = None
     estimators: list[dict[str, Any]] = Field(default_factory=list)
     curve: dict[str, Any] | None = None
+    # Regression: actual and predicted targets of (a bounded sample of) the evaluated
+    # rows, ``{"evaluated_on", "n", "actual", "predicted"}``, for the report's plots.
+    predicted_vs_actual: dict[str, Any] | None = None
     notes: list[str] = Field(default_factory=list)
