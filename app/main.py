@@ -40,7 +40,7 @@ from app.process import (
     on_shutdown_signal,
     report_startup_failure,
 )
-from app.routes import datasets, health, jobs, kinds, models, predictions
+from app.routes import datasets, health, jobs, kinds, models, predictions, reports
 from app.schemas.common import ProblemDetails
 from app.schemas.datasets import DatasetRecordsIn, DatasetRowsIn, DatasetUploadForm
 from app.schemas.predictions import PredictRequest
@@ -123,7 +123,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_handlers(application)
     # Starlette tries routes in order: the hot route first saves a one-row prediction
     # ~40 us of matching (the docs keep their order through ``openapi_tags``).
-    for router in (predictions, health, kinds, datasets, jobs, models):
+    for router in (predictions, health, kinds, datasets, jobs, models, reports):
         application.include_router(router.router)
     _add_docs(application)
     application.add_middleware(
@@ -140,6 +140,8 @@ _TAGS = {
     "jobs": "Train versions and follow training jobs.",
     "models": "Models, versions, aliases and artifacts.",
     "predictions": "Predict with a version.",
+    "reports": "Pages for people (the landing page, reports of models and versions) and "
+    "plots for dashboards.",
 }
 
 

@@ -16,6 +16,7 @@ import io
 import re
 import threading
 from html import escape
+from collections.abc import Callable
 from typing import Literal
 
 from matplotlib import rc_context
@@ -48,9 +49,13 @@ def render(name: str, view: VersionView, fmt: Format = "svg") -> bytes:
     title = f"{PLOTS[name].title if name in PLOTS else name}: {view.get('model')} " + (
         f"version {view.get('version')}"
     )
+    return draw(lambda: figure(name, view), title, fmt)
+
+
+def draw(make: Callable[[], Figure], title: str, fmt: Format = "svg") -> bytes:
+    """The bytes of the figure ``make`` draws, made and saved under the lock and the style."""
     with _LOCK, rc_context(style.rc()):
-        fig = figure(name, view)
-        return save(fig, fmt, title)
+        return save(make(), fmt, title)
 
 
 def save(fig: Figure, fmt: Format, title: str) -> bytes:
