@@ -104,7 +104,9 @@ def require(role: Role) -> Callable[..., Awaitable[None]]:
     return check
 
 
-async def may(request: Request, credentials: HTTPAuthorizationCredentials | None, role: Role) -> bool:
+async def may(
+    request: Request, credentials: HTTPAuthorizationCredentials | None, role: Role
+) -> bool:
     """Whether the request may do what ``role`` may (an open service: always); for pages
     that show more to a caller who may see more, instead of refusing."""
     keys = settings_of(request).api_keys

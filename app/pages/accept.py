@@ -46,9 +46,7 @@ def choose(header: str | None, offered: Sequence[str]) -> str | None:
     best: tuple[float, int] | None = None
     chosen = None
     for index, media in enumerate(offered):
-        matches = [
-            (spec, q) for r, q in ranges if (spec := _specificity(r, media)) is not None
-        ]
+        matches = [(spec, q) for r, q in ranges if (spec := _specificity(r, media)) is not None]
         if not matches:
             continue
         q = max(matches)[1]  # the most specific range decides the quality

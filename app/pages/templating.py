@@ -21,15 +21,18 @@ CONTENT_SECURITY_POLICY = (
 )
 
 
+MISSING = "\u2013"  # an en dash: no figure
+
+
 def figure(value: Any, digits: int = 4) -> str:
     """A score for a table: ``0.9533``, ``12,345.6`` for large values, ``-`` for none."""
     if value is None or isinstance(value, bool):
-        return "–"
+        return MISSING
     if isinstance(value, int):
         return f"{value:,}"
     if isinstance(value, float):
         if math.isnan(value) or math.isinf(value):
-            return "–"
+            return MISSING
         if abs(value) >= 1000:
             return f"{value:,.1f}"
         return f"{value:.{digits}f}"
@@ -42,7 +45,7 @@ def when(value: Any) -> str:
         try:
             value = datetime.fromisoformat(value.replace("Z", "+00:00"))
         except ValueError:
-            return value
+            return str(value)
     if isinstance(value, datetime):
         return value.strftime("%Y-%m-%d %H:%M UTC")
     return str(value)
@@ -51,7 +54,7 @@ def when(value: Any) -> str:
 def size(value: Any) -> str:
     """Bytes as ``183.2 kB``."""
     if not isinstance(value, int | float):
-        return "–"
+        return MISSING
     amount = float(value)
     for unit in ("B", "kB", "MB", "GB"):
         if amount < 1000 or unit == "GB":
@@ -75,4 +78,5 @@ def environment() -> Environment:
 
 
 def render(template: str, **context: Any) -> str:
-    return environment().get_template(template).render(**context)
+    html: str = environment().get_template(template).render(**context)
+    return html

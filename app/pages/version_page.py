@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from app.pages.templating import figure, render
+from app.pages.templating import MISSING, figure, render
 from app.services.views import version_out
 from ensembles.plots import PLOTS, absence
 from ensembles.plots.render import inline
@@ -44,9 +44,7 @@ class MetricRow:
 
 def view_of(registry: Registry, name: str, ref: str) -> dict[str, Any]:
     """The version document the API serves, as JSON."""
-    document: dict[str, Any] = version_out(registry.get_version(name, ref)).model_dump(
-        mode="json"
-    )
+    document: dict[str, Any] = version_out(registry.get_version(name, ref)).model_dump(mode="json")
     return document
 
 
@@ -54,20 +52,28 @@ def metric_rows(view: Mapping[str, Any]) -> list[MetricRow]:
     """The metric table: each metric the task has by kind of rows (cross-validation as
     mean ± std over the folds), then the row counts; metrics no column has are left out."""
     metrics = view.get("metrics") or {}
-    blocks = [metrics.get(key) if isinstance(metrics.get(key), Mapping) else {} for key, _ in COLUMNS]
+    blocks: list[Mapping[str, Any]] = [_block(metrics, key) for key, _ in COLUMNS]
     names = [*metric_names(str(view.get("task"))), "loss"]
     rows = []
     for metric in [*names, *_COUNTS]:
-        cells = [_cell(block, metric, key == "cv") for block, (key, _) in zip(blocks, COLUMNS, strict=True)]
-        if any(c != "–" for c in cells):
+        cells = [
+            _cell(block, metric, key == "cv")
+            for block, (key, _) in zip(blocks, COLUMNS, strict=True)
+        ]
+        if any(c != MISSING for c in cells):
             rows.append(MetricRow(metric, cells))
     return rows
+
+
+def _block(metrics: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    block = metrics.get(key)
+    return block if isinstance(block, Mapping) else {}
 
 
 def _cell(block: Mapping[str, Any], metric: str, cv: bool) -> str:
     value = block.get(metric)
     if not isinstance(value, int | float) or isinstance(value, bool):
-        return "–"
+        return MISSING
     text = figure(value)
     std = (block.get("std") or {}).get(metric) if cv else None
     return f"{text} ± {figure(std)}" if isinstance(std, float) else text

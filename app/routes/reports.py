@@ -138,4 +138,3 @@ async def plot(
     return Response(
         image, media_type=chosen, headers={"Vary": "Accept", "Cache-Control": "no-cache"}
     )
-

@@ -78,8 +78,7 @@ PLOTS: Final[dict[str, PlotKind]] = {
         PlotKind(
             "selection_curve",
             "Ensemble selection",
-            "The selection metric as members are added greedily, and how often each was "
-            "chosen.",
+            "The selection metric as members are added greedily, and how often each was chosen.",
             data.selection_curve,
         ),
     )

@@ -214,8 +214,7 @@ def oob_curve(view: VersionView) -> Curves:
         return Curves(curves)
     raise PlotAbsentError(
         _note_about(view, "curve")
-        or f"this version ({view.get('kind')}) stores no score curve against the number "
-        "of members"
+        or f"this version ({view.get('kind')}) stores no score curve against the number of members"
     )
 
 
@@ -243,7 +242,7 @@ def members(view: VersionView) -> MemberScores:
             named.append((str(entry.get("name")), _number(value)))
     if not named and spread is None:
         raise PlotAbsentError(
-            _note_about(view, "member")
+            _note_about(view, "predictors of their own", "member score")
             or "this version stores no score of its members beside the ensemble's"
         )
     ensemble_scores = metrics.get(basis)

@@ -178,7 +178,9 @@ def predicted_vs_actual(pairs: Pairs) -> Figure:
     ax.set_xlabel("actual target")
     ax.set_ylabel("predicted target")
     ax.legend(loc="upper left", frameon=False)
-    ax.set_title(f"Predicted against actual ({_sample_note(pairs)}{basis_words(pairs.evaluated_on)})")
+    ax.set_title(
+        f"Predicted against actual ({_sample_note(pairs)}{basis_words(pairs.evaluated_on)})"
+    )
     return fig
 
 

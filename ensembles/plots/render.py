@@ -15,8 +15,8 @@ from __future__ import annotations
 import io
 import re
 import threading
-from html import escape
 from collections.abc import Callable
+from html import escape
 from typing import Literal
 
 from matplotlib import rc_context
@@ -75,7 +75,9 @@ def _with_title(svg: str, title: str) -> str:
         return svg
     tag = opening.group(0)
     tagged = tag[:-1] + ' role="img">' if "role=" not in tag else tag
-    return svg[: opening.start()] + tagged + f"<title>{escape(title)}</title>" + svg[opening.end() :]
+    return (
+        svg[: opening.start()] + tagged + f"<title>{escape(title)}</title>" + svg[opening.end() :]
+    )
 
 
 def inline(svg: bytes, prefix: str) -> str:

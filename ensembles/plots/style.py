@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from matplotlib.typing import RcKeyType
+
 OKABE_ITO: Final = (
     "#0072B2",  # blue
     "#E69F00",  # orange
@@ -31,7 +33,7 @@ WIDTH_IN: Final = 7.0
 HEIGHT_IN: Final = 3.6
 DPI: Final = 100
 
-RC: Final[dict[str, Any]] = {
+RC: Final[dict[RcKeyType, Any]] = {
     "font.family": "sans-serif",
     "font.sans-serif": ["DejaVu Sans", "Arial", "Helvetica", "Liberation Sans"],
     "font.size": 10,
@@ -50,12 +52,11 @@ RC: Final[dict[str, Any]] = {
     "savefig.dpi": DPI,
     "svg.fonttype": "none",  # text stays text: selectable, searchable, sharp, small
     "svg.hashsalt": "ensemble-service",  # ids in the SVG do not change from run to run
-    "axes.prop_cycle": None,  # set below (cycler is matplotlib's)
 }
 
 
-def rc() -> dict[str, Any]:
-    """matplotlib settings for every figure (import of matplotlib deferred to here)."""
+def rc() -> dict[RcKeyType, Any]:
+    """matplotlib settings for every figure, colours cycling through the palette."""
     from cycler import cycler
 
     return {**RC, "axes.prop_cycle": cycler(color=list(OKABE_ITO))}
