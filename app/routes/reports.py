@@ -38,6 +38,7 @@ PlotName = Annotated[
 ]
 _FORMATS: dict[str, Format] = {media: fmt for fmt, media in MEDIA_TYPES.items()}
 _HTML_EXAMPLE = "<!doctype html><html lang=en>…</html>"
+_SVG_EXAMPLE = '<svg xmlns="http://www.w3.org/2000/svg" role="img"><title>…</title>…</svg>'
 
 
 def _html(content: str) -> HTMLResponse:
@@ -117,7 +118,7 @@ async def version_report(name: ModelName, ref: VersionRef, registry: RegistryDep
         200: {
             "description": "The plot.",
             "content": {
-                "image/svg+xml": {"schema": {"type": "string"}},
+                "image/svg+xml": {"schema": {"type": "string"}, "example": _SVG_EXAMPLE},
                 "image/png": {"schema": {"type": "string", "format": "binary"}},
             },
         },

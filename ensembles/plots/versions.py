@@ -50,7 +50,7 @@ class Row:
     basis: str
     metric: str
     values: list[float | None]
-    best: int | None  # index into values
+    best: frozenset[int]  # the versions (indexes into values) with the best value
 
     @property
     def label(self) -> str:
@@ -70,12 +70,13 @@ def rows(views: Sequence[VersionView]) -> list[Row]:
     return out
 
 
-def _best(values: list[float | None], metric: str) -> int | None:
-    present = [(v, i) for i, v in enumerate(values) if v is not None]
-    if len(present) < 2:
-        return None
-    pick = min if metric in LOWER_IS_BETTER else max
-    return pick(present)[1]
+def _best(values: list[float | None], metric: str) -> frozenset[int]:
+    """The versions with the best value; none when fewer than two have one or all tie."""
+    present = [v for v in values if v is not None]
+    if len(present) < 2 or len(set(present)) == 1:
+        return frozenset()
+    best = (min if metric in LOWER_IS_BETTER else max)(present)
+    return frozenset(i for i, v in enumerate(values) if v == best)
 
 
 def comparison(views: Sequence[VersionView]) -> Figure:

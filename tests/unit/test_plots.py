@@ -138,6 +138,8 @@ def test_a_forest_s_members_as_min_mean_max() -> None:
     data_line = bar.lines[0]
     assert data_line is not None
     assert data_line.get_xdata().tolist() == [spread["mean"]]
+    gain = view["metrics"]["holdout"]["accuracy"] - spread["mean"]
+    assert f"{gain:+.3f} over the mean member" in fig.axes[0].get_title()
     segments = bar.lines[2][0].get_segments()
     assert [segments[0][0][0], segments[0][1][0]] == pytest.approx([spread["min"], spread["max"]])
 
@@ -283,7 +285,10 @@ def test_the_versions_comparison_draws_each_version_s_scores() -> None:
     assert [t.get_text() for t in fig.axes[0].texts] == ["production"]
     table = {(r.basis, r.metric): r for r in rows([two, one])}
     log_loss = table[("holdout", "log_loss")]
-    assert log_loss.best == int(np.argmin(log_loss.values))
+    assert log_loss.best == {int(np.argmin(log_loss.values))}
+    ties = rows([{**one, "metrics": {"train": {"accuracy": 1.0}}},
+                 {**two, "metrics": {"train": {"accuracy": 1.0}}}])  # fmt: skip
+    assert ties[0].best == frozenset()
 
 
 def test_a_stored_version_document_round_trips_the_new_metric() -> None:
