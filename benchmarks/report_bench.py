@@ -27,6 +27,16 @@ from ensembles.plots import plots_of
 from ensembles.plots.render import render
 
 
+VOTING = {
+    "kind": "voting",
+    "estimators": [
+        {"name": "ridge", "kind": "ridge"},
+        {"name": "tree", "kind": "decision_tree", "params": {"max_depth": 4}},
+        {"name": "knn", "kind": "knn"},
+    ],
+}
+
+
 def _version(dataset: str, raw: dict[str, Any]) -> dict[str, Any]:
     """A version document as the API serves it, from the library's own training."""
     from sklearn import datasets
@@ -71,20 +81,13 @@ def main() -> None:
         f"random_forest x{args.trees} (breast_cancer)": _version(
             "breast_cancer", {"kind": "random_forest", "params": {"n_estimators": args.trees}}
         ),
-        "voting (diabetes)": _version(
-            "diabetes",
-            {"kind": "voting", "estimators": [
-                {"name": "ridge", "kind": "ridge"},
-                {"name": "tree", "kind": "decision_tree", "params": {"max_depth": 4}},
-                {"name": "knn", "kind": "knn"},
-            ]},
-        ),  # fmt: skip
+        "voting (diabetes)": _version("diabetes", VOTING),
     }
     print(f"{'seconds':58} {'1st wall':>8} {'1st cpu':>8} {'med wall':>9} {'med cpu':>9}")
     for label, view in cases.items():
         for name in plots_of(view):
             for fmt in ("svg", "png"):
-                times = _timed(lambda n=name, f=fmt: render(n, view, f), args.repeats)
+                times = _timed(lambda n=name, f=fmt, v=view: render(n, v, f), args.repeats)
                 print(f"  {name + ' ' + fmt:56} {times}")
         times = _timed(lambda v=view: page(v), args.repeats)
         size = len(page(view).encode())
