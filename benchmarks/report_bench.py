@@ -26,7 +26,6 @@ from ensembles.data import select_training_data, table_from_frame
 from ensembles.plots import plots_of
 from ensembles.plots.render import render
 
-
 VOTING = {
     "kind": "voting",
     "estimators": [
