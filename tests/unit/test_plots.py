@@ -318,3 +318,19 @@ def test_a_stored_version_document_round_trips_the_new_metric() -> None:
 )
 def test_accept_negotiation(header: str | None, chosen: str | None) -> None:
     assert choose(header, ["image/svg+xml", "image/png"]) == chosen
+
+
+def test_names_from_the_user_stay_text_in_the_svg() -> None:
+    """Class labels, feature and model names are the user's strings: escaped, never markup."""
+    hostile = "<script>alert(1)</script>"
+    view = {
+        "model": "m", "version": 1, "task": "classification", "kind": "random_forest",
+        "classes": [hostile, "b&c"],
+        "metrics": {"holdout": {"confusion_matrix": [[1, 0], [0, 1]]}},
+        "feature_importances": {"<img src=x onerror=alert(1)>": 1.0},
+    }  # fmt: skip
+    for name in ("confusion_matrix", "feature_importances"):
+        svg = render(name, view).decode()
+        assert "<script" not in svg and "<img" not in svg
+        ElementTree.fromstring(svg)  # still well-formed XML
+    assert "&lt;script&gt;" in render("confusion_matrix", view).decode()
