@@ -21,6 +21,7 @@ VersionView = Mapping[str, Any]
 MAX_FEATURES = 25  # bars of the feature-importance plot (the most important first)
 MAX_SELECTION_BARS = 30  # members of the selection-weights panel
 BASES = ("holdout", "oob", "train")  # where a confusion matrix is taken from, in order
+_CURVE_BASES = {"oob": "out of bag", "holdout": "hold-out rows", "train": "training rows"}
 
 
 class PlotAbsentError(Exception):
@@ -38,17 +39,22 @@ class Curve:
     y: list[float | None]
 
 
+def panels(curves: list[Curve]) -> list[list[Curve]]:
+    """Curves that share both axes' labels go on one panel; the others get their own."""
+    groups: dict[tuple[str, str], list[Curve]] = {}
+    for curve in curves:
+        groups.setdefault((curve.x_label, curve.y_label), []).append(curve)
+    return list(groups.values())
+
+
 @dataclass(frozen=True)
 class Curves:
-    """Curves drawn together; one panel per distinct y label."""
+    """Curves drawn together, a panel per pair of axis labels."""
 
     curves: list[Curve]
 
     def panels(self) -> list[list[Curve]]:
-        groups: dict[str, list[Curve]] = {}
-        for curve in self.curves:
-            groups.setdefault(curve.y_label, []).append(curve)
-        return list(groups.values())
+        return panels(self.curves)
 
 
 @dataclass(frozen=True)
@@ -183,7 +189,7 @@ def curves_of(view: VersionView) -> list[Curve]:
         return [
             Curve(
                 name=str(c.get("name", "curve")),
-                x_label=str(c.get("x_label") or "number of members"),
+                x_label=str(c.get("x_label") or "members"),
                 x=[float(v) for v in c.get("x") or []],
                 y_label=str(c.get("y_label") or "score"),
                 y=[_number(v) for v in c.get("y") or []],
@@ -197,12 +203,12 @@ def curves_of(view: VersionView) -> list[Curve]:
     basis = str(old.get("basis") or "holdout")
     metric = str(old.get("metric") or primary_metric(view))
     points = old["points"]
-    return [
+    return [  # named and labelled as metrics.curves names and labels the same curve
         Curve(
-            name="out-of-bag" if basis == "oob" else f"staged ({basis})",
-            x_label="number of members",
+            name=f"{basis}_{metric}",
+            x_label="members",
             x=[float(p["n_estimators"]) for p in points],
-            y_label=f"{basis} {metric}",
+            y_label=f"{metric} ({_CURVE_BASES.get(basis, basis)})",
             y=[_number(p.get("score")) for p in points],
         )
     ]

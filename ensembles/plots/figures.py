@@ -26,6 +26,7 @@ from ensembles.plots.data import (
     MemberScores,
     Pairs,
     Selection,
+    panels,
 )
 
 _BASIS_WORDS = {
@@ -66,13 +67,18 @@ def _draw_curves(ax: Axes, curves: Sequence[Curve]) -> None:
         ax.legend(loc="best", frameon=False)
 
 
+def _panel_title(panel: Sequence[Curve]) -> str:
+    label = panel[0].y_label
+    return label[:1].upper() + label[1:]
+
+
 def oob_curve(curves: Curves) -> Figure:
-    panels = curves.panels()
+    groups = curves.panels()
     fig = new_figure()
-    axes = fig.subplots(1, len(panels), squeeze=False)[0]
-    for ax, panel in zip(axes, panels, strict=True):
-        _draw_curves(ax, panel)
-        ax.set_title(" / ".join(c.name for c in panel) + " score by ensemble size")
+    axes = fig.subplots(1, len(groups), squeeze=False)[0]
+    for ax, group in zip(axes, groups, strict=True):
+        _draw_curves(ax, group)
+        ax.set_title(_panel_title(group))
     return fig
 
 
@@ -263,16 +269,17 @@ def diversity(found: Diversity) -> Figure:
 
 
 def selection_curve(selection: Selection) -> Figure:
+    """The selection curve(s) (one panel per pair of axes: steps of each bag, then the
+    score by number of bags) and the times each member was selected."""
     fig = new_figure()
-    panels = int(bool(selection.curves)) + int(selection.weights is not None)
-    axes = fig.subplots(1, panels, squeeze=False)[0]
-    used = 0
-    if selection.curves:
-        _draw_curves(axes[0], selection.curves)
-        axes[0].set_title("Greedy selection")
-        used = 1
+    groups = panels(selection.curves)
+    count = len(groups) + int(selection.weights is not None)
+    axes = fig.subplots(1, count, squeeze=False)[0]
+    for ax, group in zip(axes, groups, strict=False):
+        _draw_curves(ax, group)
+        ax.set_title(f"Greedy selection by {group[0].x_label}")
     if selection.weights is not None:
-        ax = axes[used]
+        ax = axes[-1]
         _bars(ax, selection.weights, [style.MEMBER] * len(selection.weights.labels))
         ax.set_title("Selected members")
     return fig

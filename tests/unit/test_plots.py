@@ -80,8 +80,9 @@ def test_the_oob_curve_is_the_stored_curve() -> None:
     (line,) = _lines(fig)
     assert line.get_xdata().tolist() == [p["n_estimators"] for p in points]
     assert line.get_ydata().tolist() == [p["score"] for p in points]
-    assert fig.axes[0].get_ylabel() == "oob accuracy"
-    assert fig.axes[0].get_xlabel() == "number of members"
+    assert fig.axes[0].get_ylabel() == "accuracy (out of bag)"
+    assert fig.axes[0].get_xlabel() == "members"
+    assert fig.axes[0].get_title() == "Accuracy (out of bag)"
 
 
 def test_a_boosting_curve_is_the_staged_hold_out_curve() -> None:
@@ -215,6 +216,33 @@ def test_ambiguity_of_a_regressor() -> None:
     fig = _draw("diversity", view)
     (bars,) = [c for c in fig.axes[0].containers if isinstance(c, BarContainer)]
     assert [p.get_height() for p in bars.patches] == [2900.0, 3100.0, 200.0]
+
+
+def test_bagged_selection_curves_get_a_panel_per_x_axis() -> None:
+    view = trained("wine", "random_forest", n_estimators=10)
+    label = "out-of-fold accuracy"
+    curves = [
+        {"name": "selection_bag_1", "x_label": "step", "x": [0, 1, 2], "y_label": label,
+         "y": [0.8, 0.9, 0.92]},
+        {"name": "selection_bag_2", "x_label": "step", "x": [0, 1, 2], "y_label": label,
+         "y": [0.82, 0.88, 0.9]},
+        {"name": "bagged_selection", "x_label": "bags", "x": [1, 2], "y_label": label,
+         "y": [0.92, 0.93]},
+    ]  # fmt: skip
+    selection = {"weights": {"rf": 4, "lr": 2}}
+    view = {**view, "kind": "ensemble_selection",
+            "metrics": {**view["metrics"], "curves": curves, "selection": selection}}  # fmt: skip
+    assert plots_of(view)[-1] == "selection_curve"
+    assert absence("oob_curve", view) is not None  # metrics.curves has no curve of members
+    fig = _draw("selection_curve", view)
+    steps, bags, weights = fig.axes
+    assert [line.get_ydata().tolist() for line in steps.get_lines()] == [
+        curves[0]["y"],
+        curves[1]["y"],
+    ]
+    assert [line.get_ydata().tolist() for line in bags.get_lines()] == [curves[2]["y"]]
+    assert (steps.get_xlabel(), bags.get_xlabel()) == ("step", "bags")
+    assert [p.get_height() for p in weights.patches] == [4, 2]
 
 
 def test_selection_weights() -> None:
