@@ -74,7 +74,8 @@ async def test_a_version_lists_its_plots_and_each_is_an_svg(
     api: Api, forest_version: dict[str, Any]
 ) -> None:
     plots = forest_version["plots"]
-    assert plots == ["oob_curve", "members", "confusion_matrix", "feature_importances"]
+    measured = ["diversity"] if forest_version["metrics"].get("diversity") else []
+    assert plots == ["oob_curve", "members", "confusion_matrix", "feature_importances", *measured]
     for name in plots:
         response = await api.client.get(f"/v1/models/iris-clf/versions/1/plots/{name}")
         assert response.status_code == 200, response.text
@@ -186,7 +187,8 @@ async def test_a_regression_report_has_predicted_vs_actual_and_residuals(api: Ap
     stored = version["metrics"]["predicted_vs_actual"]
     assert stored["evaluated_on"] == "holdout"
     assert stored["n"] == len(stored["actual"]) == len(stored["predicted"]) == 89
-    assert version["plots"] == ["members", "predicted_vs_actual", "residuals"]
+    measured = ["diversity"] if version["metrics"].get("ambiguity") else []
+    assert version["plots"] == ["members", "predicted_vs_actual", "residuals", *measured]
     html = (await api.client.get("/v1/models/diab/versions/1/report")).text
     _self_contained(html)
     assert 'data-absent="oob_curve"' in html
