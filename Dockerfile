@@ -79,10 +79,13 @@ RUN apt-get update \
 
 COPY --from=build /opt/venv /opt/venv
 
+# MPLCONFIGDIR: matplotlib (the report plots) keeps its font cache there; the user has no
+# home, and without a writable folder it would warn at every start.
 ENV PATH=/opt/venv/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \
-    ENSEMBLE_DATA_DIR=/data
+    ENSEMBLE_DATA_DIR=/data \
+    MPLCONFIGDIR=/tmp/matplotlib
 
 # An empty, root-owned working directory: uvicorn puts its --app-dir (default: the working
 # directory) first on sys.path, so nothing writable may sit there.

@@ -104,6 +104,18 @@ def require(role: Role) -> Callable[..., Awaitable[None]]:
     return check
 
 
+async def may(
+    request: Request, credentials: HTTPAuthorizationCredentials | None, role: Role
+) -> bool:
+    """Whether the request may do what ``role`` may (an open service: always); for pages
+    that show more to a caller who may see more, instead of refusing."""
+    keys = settings_of(request).api_keys
+    if not keys:
+        return True
+    granted = None if credentials is None else role_of(keys, credentials.credentials)
+    return granted is not None and ROLES.index(granted) >= ROLES.index(role)
+
+
 def require_unless(open_setting: str) -> Callable[..., Awaitable[None]]:
     """``read`` access unless the boolean setting ``open_setting`` is true."""
     read = require("read")

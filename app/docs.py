@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from functools import cache
 from importlib.metadata import version
 from importlib.resources import files
 
@@ -34,8 +35,7 @@ _PACKAGE = "fastapi_offline"
 # In each asset URL: a new package release is a new URL, so a week of caching is safe.
 _RELEASE = version(_PACKAGE)
 _CACHE_CONTROL = "public, max-age=604800"
-# The pages may load nothing from another host, whatever the bundles ask for (ReDoc's
-# sidebar shows Redocly's logo from its CDN; blocked, the image hides itself). The policy
+# The pages may load nothing from another host, whatever the bundles ask for. The policy
 # is about hosts, so what the bundles do on the page stays allowed: Swagger UI is started
 # by an inline script, both inject styles, ReDoc's JSON Schema validator (Ajv) compiles
 # with ``new Function`` and its search runs in a worker made from a blob.
@@ -44,6 +44,20 @@ CONTENT_SECURITY_POLICY = (
     "style-src 'self' 'unsafe-inline'; img-src 'self' data:; font-src 'self' data:; "
     "worker-src 'self' blob:"
 )
+
+
+# ReDoc's sidebar shows Redocly's logo from its CDN: the policy would block it, and the
+# browser would log the blocked load as an error on every visit. The bundle is served
+# with that address replaced by an empty image (a data URL, which the policy allows).
+_REDOC = "redoc.standalone.js"
+_REDOC_LOGO = b'src:"https://cdn.redoc.ly/redoc/logo-mini.svg"'
+_EMPTY_IMAGE = b"src:\"data:image/svg+xml,%3Csvg xmlns='http://www.w3.org/2000/svg'/%3E\""
+
+
+@cache
+def _redoc_bundle() -> bytes:
+    """ReDoc's bundle without its one reference to another host (checked by the tests)."""
+    return (files(_PACKAGE) / "static" / _REDOC).read_bytes().replace(_REDOC_LOGO, _EMPTY_IMAGE)
 
 
 class DocsAssets(StaticFiles):
@@ -112,6 +126,12 @@ def add_doc_pages(
     # like every other route (this FastAPI's router gives a mount no route to name).
     @application.get(f"{ASSETS_URL}/{{name}}", include_in_schema=False)
     async def docs_asset(name: str, request: Request) -> Response:
+        if name == _REDOC:
+            return Response(
+                _redoc_bundle(),
+                media_type="text/javascript",
+                headers={"Cache-Control": _CACHE_CONTROL},
+            )
         return await assets.get_response(name, request.scope)
 
 

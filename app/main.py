@@ -41,7 +41,7 @@ from app.process import (
     on_shutdown_signal,
     report_startup_failure,
 )
-from app.routes import datasets, health, jobs, kinds, models, oip, predictions
+from app.routes import datasets, health, jobs, kinds, models, oip, predictions, reports
 from app.schemas.common import ProblemDetails
 from app.schemas.datasets import DatasetRecordsIn, DatasetRowsIn, DatasetUploadForm
 from app.schemas.oip import OipInferenceRequest
@@ -137,7 +137,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_handlers(application)
     # Starlette tries routes in order: the hot route first saves a one-row prediction
     # ~40 us of matching (the docs keep their order through ``openapi_tags``).
-    for router in (predictions, health, kinds, datasets, jobs, models, oip):
+    for router in (predictions, health, kinds, datasets, jobs, models, oip, reports):
         application.include_router(router.router)
     _add_docs(application)
     application.add_middleware(
@@ -156,6 +156,8 @@ _TAGS = {
     "predictions": "Predict with a version.",
     "inference protocol": "The Open Inference Protocol (KServe V2, REST): the same models "
     'and predictions for KServe, MLServer and Triton clients; errors as `{"error": ...}`.',
+    "reports": "Pages for people (the landing page, reports of models and versions) and "
+    "plots for dashboards.",
 }
 
 

@@ -61,6 +61,9 @@ PROBLEM_TYPES: Final[Mapping[str, ProblemType]] = {
     "unsupported_media_type": ProblemType(
         415, "unsupported-format", "Unsupported media type", "The body has the wrong type."
     ),
+    "not_acceptable": ProblemType(
+        406, "not-acceptable", "Not acceptable", "None of the media types asked for is served."
+    ),
     "too_large": ProblemType(
         413, "too-large", "Input too large", "A body, table or request over a configured limit."
     ),
@@ -141,6 +144,11 @@ class InvalidRequestError(ServiceError):
 class UnsupportedMediaTypeError(ServiceError):
     code = "unsupported_media_type"
     title = "Unsupported media type"
+
+
+class NotAcceptableError(ServiceError):
+    code = "not_acceptable"
+    title = "Not acceptable"
 
 
 class BodyTooLargeError(ServiceError):

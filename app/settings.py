@@ -163,7 +163,8 @@ class Settings(BaseSettings):
     )
     open_docs: bool = Field(
         default=True,
-        description="Serve /docs, /redoc and /openapi.json without a key even when keys are set.",
+        description="Serve /docs, /redoc, /openapi.json and the landing page / without a key "
+        "even when keys are set.",
     )
     open_metrics: bool = Field(
         default=True,

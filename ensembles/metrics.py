@@ -33,6 +33,7 @@ from ensembles.members import (
 MAX_CURVE_POINTS = 50
 T = TypeVar("T")
 R = TypeVar("R")
+MAX_PAIRS = 500  # actual/predicted pairs kept for a regression's plots (a seeded sample)
 Scores = dict[str, Any]
 
 
@@ -103,6 +104,26 @@ def _roc_auc(codes: NDArray[np.intp], proba: FloatArray, k: list[int]) -> float 
     if len(k) == 2:
         return _num(skm.roc_auc_score(codes == 1, proba[:, 1]))
     return _num(skm.roc_auc_score(codes, proba, multi_class="ovr", average="macro", labels=k))
+
+
+def prediction_pairs(
+    y_true: NDArray[Any], y_pred: NDArray[Any], basis: str, random_state: int
+) -> dict[str, Any]:
+    """Actual and predicted targets of the evaluated rows, for the predicted-vs-actual and
+    residual plots: every row up to MAX_PAIRS, else a seeded sample of MAX_PAIRS rows (in
+    row order), so a version's stored metrics stay small whatever the table's size."""
+    n = len(y_true)
+    rows = np.arange(n)
+    if n > MAX_PAIRS:
+        rows = np.sort(np.random.default_rng(random_state).choice(n, MAX_PAIRS, replace=False))
+    actual = np.asarray(y_true, dtype=np.float64)[rows]
+    predicted = np.asarray(y_pred, dtype=np.float64)[rows]
+    return {
+        "evaluated_on": basis,
+        "n": n,
+        "actual": [_num(v) for v in actual],
+        "predicted": [_num(v) for v in predicted],
+    }
 
 
 # --- out-of-bag ------------------------------------------------------------------------

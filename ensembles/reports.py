@@ -39,6 +39,9 @@ class Metrics(BaseModel):
     estimators: list[dict[str, Any]] = Field(default_factory=list)
     curve: dict[str, Any] | None = None
     curves: list[Curve] = Field(default_factory=list)
+    # Regression: actual and predicted targets of (a bounded sample of) the evaluated
+    # rows, ``{"evaluated_on", "n", "actual", "predicted"}``, for the report's plots.
+    predicted_vs_actual: dict[str, Any] | None = None
     notes: list[str] = Field(default_factory=list)
     # Why the ensemble works (ensembles.science): each block None, with a note, where it
     # does not apply; their shapes are in docs/science.md.

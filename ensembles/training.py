@@ -202,6 +202,12 @@ def train(
             if member_note:
                 notes.append(member_note)
             curve = _curve(kind, ensemble, oob_curve, Xbt, yb, task, basis, notes)
+            extra: dict[str, Any] = {}
+            if task == "regression":
+                predicted = np.asarray(pipeline.predict(Xb))
+                extra["predicted_vs_actual"] = metrics.prediction_pairs(
+                    yb, predicted, basis, random_state
+                )
     run.check()
     cv: metrics.Scores | None = None
     collector = (
@@ -276,6 +282,7 @@ def train(
             curves=curves_of(curve, oob),
             notes=notes,
             **science,
+            **extra,
         ),
         feature_importances=feature_importances(pipeline, kind),
         train_rows=X_train,

@@ -59,6 +59,7 @@ VERSION_EXAMPLE: dict[str, Any] = {
     "description": "first try",
     "tags": {"team": "fraud"},
     "job_id": "job_4e1f0a9b8c7d6e5f4a3b2c1d",
+    "plots": ["oob_curve", "members", "confusion_matrix", "feature_importances"],
 }
 
 
@@ -177,6 +178,12 @@ class VersionOut(BaseModel):
     )
     description: str | None = None
     tags: dict[str, str] = Field(default_factory=dict)
+    plots: list[str] = Field(
+        default_factory=list,
+        description="The plots this version has, each served at "
+        "`/v1/models/{name}/versions/{ref}/plots/{plot}` (SVG, or PNG on request) and shown "
+        "in its report at `/v1/models/{name}/versions/{ref}/report`.",
+    )
 
 
 class AliasIn(BaseModel):

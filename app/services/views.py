@@ -6,6 +6,7 @@ from app.problems import job_error_body
 from app.schemas.common import ProblemDetails
 from app.schemas.models import VersionOut
 from app.schemas.training import JobOut, Progress
+from ensembles.plots import plots_of
 from ensembles.registry import JobRecord, VersionRecord
 from ensembles.registry.documents import JobDocument, VersionMetadata
 
@@ -28,6 +29,7 @@ def version_out(record: VersionRecord) -> VersionOut:
             "size_bytes": record.artifact_size,
         },
     )
+    document["plots"] = plots_of(document)
     return VersionOut.model_validate(document)
 
 

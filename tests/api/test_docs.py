@@ -135,3 +135,13 @@ async def test_pages_need_a_key_when_docs_are_closed_but_assets_do_not(
                 expected = 401 if url == "/openapi.json" else 200
                 assert (await api.client.get(url)).status_code == expected, url
                 assert (await api.client.get(url, headers=key)).status_code == 200, url
+
+
+async def test_redoc_s_bundle_loads_nothing_from_another_host(api: Api) -> None:
+    """Its one image from Redocly's CDN (the sidebar logo) is replaced when served: the
+    policy would block it and the browser would log an error on every visit."""
+    response = await api.client.get("/redoc")
+    (bundle,) = [url for url in references(response.text) if url.endswith(".js") or ".js?" in url]
+    text = (await api.client.get(bundle)).text
+    assert "cdn.redoc.ly" not in text
+    assert "data:image/svg+xml" in text
