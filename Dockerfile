@@ -51,6 +51,8 @@ RUN --mount=type=secret,id=pipcert,required=false \
 COPY README.md ./
 COPY ensembles ./ensembles
 COPY app ./app
+# The client and the `ensemble` CLI too: `docker run ... ensemble models list` works.
+COPY ensemble_client ./ensemble_client
 RUN --mount=type=secret,id=pipcert,required=false \
     --mount=type=secret,id=pipconf,required=false \
     if [ -s /run/secrets/pipcert ]; then export PIP_CERT=/run/secrets/pipcert; fi; \
