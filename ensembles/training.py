@@ -33,7 +33,7 @@ import re
 import time
 import warnings
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -110,13 +110,18 @@ class _Run:
     def cancelled(self) -> bool:
         return self.cancel is not None and self.cancel.is_set()
 
-    def predicting(self) -> AbstractContextManager[Any]:
+    @contextmanager
+    def predicting(self) -> Iterator[None]:
         """Measuring after the fit: scikit-learn's predictions and the members' own on
-        this process's threads (the pool's size), whatever the estimators' ``n_jobs``."""
-        context: AbstractContextManager[Any] = parallel_config(
-            backend="threading", n_jobs=self.pool.threads
-        )
-        return context
+        threads of this process (the pool's size; never shipped to a cluster), whatever
+        the estimators' ``n_jobs``. The member backend keeps a failing member's frames, so
+        a refusal at predict time (k above the rows a member saw) is still placed."""
+        local = MemberPool.local(self.pool.threads)
+        with (
+            members_in_parallel(local, cancelled=self.cancelled),
+            parallel_config(n_jobs=self.pool.threads),
+        ):
+            yield
 
     @contextmanager
     def parallel(self, members: int | None = None, stage: str = "fitting") -> Iterator[None]:

@@ -9,7 +9,6 @@ Either way the answers equal the stored scikit-learn model's.
 from __future__ import annotations
 
 import io
-import threading
 from typing import Any
 
 import joblib
@@ -21,6 +20,7 @@ from app import worker
 from app.services.training import prepare_job
 from app.threads import in_thread
 from ensembles.inference import ENGINE, SKLEARN, compiling
+from ensembles.parallel import MemberPool
 from tests.api.support import IRIS_FEATURES, Api, forest, iris_frame, records
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
@@ -102,7 +102,9 @@ async def test_a_forced_fidelity_failure_is_served_by_sklearn_with_the_reason(
     job = await in_thread(services.registry.submit_job, "forced", document.to_json())
     await in_thread(services.registry.start_job, job.id)
     monkeypatch.setattr(compiling, "compare", lambda *_args, **_kw: (FORCED, 0.5))
-    await in_thread(worker._run, services.registry, job.id, threading.Event())
+    await in_thread(
+        worker.run_training, services.registry, job.id, MemberPool.local(1), lambda: False
+    )
     assert (await api.job(job.id))["status"] == "succeeded"
 
     version = (await api.client.get("/v1/models/forced/versions/1")).json()

@@ -97,7 +97,7 @@ def test_the_cli_end_to_end(server: Server, iris_csv: Path, tmp_path: Path) -> N
     assert ensemble(server, "alias", "set", "cli-rf", "production", "1").returncode == 0
     metrics = ensemble(server, "metrics", "cli-rf@production")
     assert metrics.returncode == 0, metrics.stderr
-    assert "oob_curve" in metrics.stdout and "members (30)" in metrics.stdout
+    assert "oob_accuracy" in metrics.stdout and "members (30)" in metrics.stdout
     assert any(block in metrics.stdout for block in "▁▂▃▄▅▆▇█")
     shown = json.loads(ensemble(server, "versions", "show", "cli-rf@production", "--json").stdout)
     assert shown["aliases"] == ["production"]
