@@ -14,6 +14,16 @@ from pydantic import BaseModel, ConfigDict, Field
 from ensembles.metrics import Scores
 
 
+class Curve(BaseModel):
+    """One named curve of a model (e(k) of pasting_votes, a selection curve, ...)."""
+
+    name: str
+    x_label: str
+    x: list[float]
+    y_label: str
+    y: list[float]
+
+
 class Metrics(BaseModel):
     """OOB, hold-out, cross-validation and training scores, per-member spreads, the score
     curve, and notes saying why a figure is missing.
@@ -31,3 +41,8 @@ class Metrics(BaseModel):
     estimators: list[dict[str, Any]] = Field(default_factory=list)
     curve: dict[str, Any] | None = None
     notes: list[str] = Field(default_factory=list)
+    curves: list[Curve] = Field(default_factory=list)
+    # ensemble_selection: {"weights": {member: count}, "member_oof": {member: score}, ...}
+    selection: dict[str, Any] | None = None
+    # pasting_votes: {"n_estimators", "reason", ...}: where and why its growth stopped
+    stopping: dict[str, Any] | None = None
