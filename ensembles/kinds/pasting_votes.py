@@ -180,6 +180,7 @@ class _Growth:
     """What growing the members measured: the curves, and where and why it stopped."""
 
     members: list[BaseEstimator]
+    bites: list[IntArray]
     raw: list[float]
     smoothed: list[float]
     steps: list[_Step]
@@ -221,7 +222,7 @@ class _PastingVotes(OwnEnsemble):
         tallies = _Tallies(target, n_classes)
         taken = np.zeros(n, dtype=bool)
         base = self.estimator if self.estimator is not None else self._default_estimator()
-        growth = _Growth([], [], [], [], "max_estimators", 0, bite_size)
+        growth = _Growth([], [], [], [], [], "max_estimators", 0, bite_size)
         best, e = math.inf, None
         total = int(self.max_estimators)
         for k in range(1, total + 1):
@@ -240,6 +241,7 @@ class _PastingVotes(OwnEnsemble):
             taken[bite] = False
             e = smoothed(e, step.error)
             growth.members.append(member)
+            growth.bites.append(bite)
             growth.raw.append(step.error)
             growth.smoothed.append(e)
             growth.steps.append(step)
@@ -324,6 +326,7 @@ class PastingVotesClassifier(ClassifierMixin, _PastingVotes):  # type: ignore[mi
             _names(growth.members), classes=encoder.classes_, voting="hard"
         )
         self.report_ = self._report(growth, regression=False)
+        self.bites_ = growth.bites  # each member's rows (bounded by bites x members)
         del self._tallies
         return self
 
@@ -359,5 +362,6 @@ class PastingVotesRegressor(RegressorMixin, _PastingVotes):  # type: ignore[misc
         growth = self._grow(rows, target, None, monitor)
         self.ensemble_ = fitted_voting(_names(growth.members), classes=None)
         self.report_ = self._report(growth, regression=True)
+        self.bites_ = growth.bites
         del self._tallies
         return self
