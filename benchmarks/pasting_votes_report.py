@@ -167,22 +167,22 @@ def memory(bite: int, members: int, multiples: tuple[int, ...]) -> list[dict[str
 
 def main() -> None:
     quick = "--quick" in sys.argv
-    n_large = 20_000 if quick else 100_000
+    n_large = 10_000 if quick else 40_000
     X, y = twonorm(n_large, SEED)
     digits = datasets.load_digits()
     results = {
         "error": [
-            *compare("twonorm (generated)", X, y, bite=800, patience=15, max_estimators=200),
+            *compare("twonorm (generated)", X, y, bite=500, patience=15, max_estimators=100),
             *compare(
                 "digits (bundled)",
                 digits.data,
                 digits.target,
                 bite=200,
                 patience=15,
-                max_estimators=200,
+                max_estimators=100,
             ),
         ],
-        "memory": memory(bite=2000, members=25, multiples=(10, 50) if quick else (10, 50, 100)),
+        "memory": memory(bite=1000, members=25, multiples=(10, 50)),
     }
     print(json.dumps(results, indent=1))
 
