@@ -13,7 +13,7 @@ above the resident set just before it (the table itself is already in memory).  
 out-of-bag tallies pasting_votes keeps are printed beside it: they, and not the table,
 are what grows with the rows.
 
-    PYTHONPATH=. .venv/bin/python benchmarks/pasting_votes_report.py [--quick]
+    PYTHONPATH=. .venv/bin/python benchmarks/pasting_votes_report.py [--quick | --memory]
 """
 
 from __future__ import annotations
@@ -166,6 +166,9 @@ def memory(bite: int, members: int, multiples: tuple[int, ...]) -> list[dict[str
 
 
 def main() -> None:
+    if "--memory" in sys.argv:
+        print(json.dumps(memory(bite=1000, members=25, multiples=(10, 50, 100)), indent=1))
+        return
     quick = "--quick" in sys.argv
     n_large = 10_000 if quick else 40_000
     X, y = twonorm(n_large, SEED)

@@ -18,7 +18,7 @@ kept.
 This is the algorithm for tables too big for one fit, so its memory is bounded by the
 bite, not the table: no member's predictions are kept, only per-row out-of-bag tallies
 (votes per class as ``uint16``, or a sum and a count), and members predict the table in
-chunks of ``CHUNK_ROWS`` rows.  The fitted model is a ``VotingClassifier(voting="hard")``
+chunks of a few bites.  The fitted model is a ``VotingClassifier(voting="hard")``
 / ``VotingRegressor`` of the members (:func:`ensembles.kinds.base.fitted_voting`).
 """
 
@@ -56,7 +56,10 @@ __all__ = [
 ]
 
 SMOOTHING = 0.75  # Breiman's p: e(k) = p e(k-1) + (1 - p) r(k)
-CHUNK_ROWS = 32_768  # rows a member predicts at once while the tallies are updated
+# Rows a member predicts at once while the tallies are updated: a few bites (at least
+# CHUNK_ROWS), so the temporaries grow with the bite, never with the table.
+CHUNK_ROWS = 4096
+CHUNK_BITES = 4
 _MAX_BATCH = 1 << 20  # candidate rows drawn at once by importance sampling
 
 IntArray = NDArray[np.intp]
@@ -99,18 +102,21 @@ class _Tallies:
         wrong = np.argmax(votes, axis=1) != self.target[rows]
         return np.asarray(wrong | (self.counts[rows] == 0))
 
-    def add(self, member: BaseEstimator, X: NDArray[Any], in_bite: BoolArray) -> _Step:
+    def add(self, member: BaseEstimator, X: NDArray[Any], in_bite: BoolArray, bite: int) -> _Step:
         """Let ``member`` vote on every row outside its bite, chunk by chunk, and measure
         the aggregate's out-of-bag error on the rows voted on so far."""
         n = X.shape[0]
         wrong, sse, n_voted = 0, 0.0, 0
         y_sum, y_sq = 0.0, 0.0
-        for start in range(0, n, CHUNK_ROWS):
-            stop = min(n, start + CHUNK_ROWS)
+        chunk = max(CHUNK_ROWS, CHUNK_BITES * bite)
+        for start in range(0, n, chunk):
+            stop = min(n, start + chunk)
             out = np.flatnonzero(~in_bite[start:stop])
             if out.size:
                 rows = start + out
-                pred = np.asarray(member.predict(X[rows]))
+                # The chunk as a view (no copy of the rows); the bite's own rows predicted
+                # in it are dropped.
+                pred = np.asarray(member.predict(X[start:stop]))[out]
                 if self.classification:
                     self.sums[rows, pred.astype(np.intp)] += 1
                 else:
@@ -237,7 +243,7 @@ class _PastingVotes(OwnEnsemble):
                 taken[bite] = True
             member = seeded(clone(base), int(rng.integers(MAX_SEED)))
             member.fit(X[bite], target[bite])
-            step = tallies.add(member, X, taken)
+            step = tallies.add(member, X, taken, bite_size)
             taken[bite] = False
             e = smoothed(e, step.error)
             growth.members.append(member)
