@@ -17,13 +17,21 @@ switching on kind names or classes, so a new kind is one entry here (plus its te
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from sklearn import ensemble as sk_ensemble
 from sklearn import linear_model, naive_bayes, neighbors, neural_network, svm, tree
 
+from ensembles.kinds import (
+    EnsembleSelectionClassifier,
+    EnsembleSelectionRegressor,
+    PastingVotesClassifier,
+    PastingVotesRegressor,
+)
+from ensembles.kinds import ensemble_selection as _selection
+from ensembles.kinds.selection import METRICS as SELECTION_METRICS
 from ensembles.specs import EstimatorSpec
 
 Task = Literal["classification", "regression"]
@@ -34,22 +42,29 @@ Slot = Literal["estimator", "estimators", "final_estimator"]
 # (voting, stacking); ``bagged`` estimators_ with their feature subsets and drawn rows;
 # ``trees`` estimators_ with their bootstrap rows; ``boosted`` estimators_ predicting raw
 # labels (AdaBoost); ``none``: no member predicts on its own (gradient boosting, bases).
-MemberWalk = Literal["named", "bagged", "trees", "boosted", "none"]
+# ``bites``: named members fitted on small bites of rows (pasting_votes), walked as
+# ``named`` once fitted but scored as a homogeneous crowd.
+MemberWalk = Literal["named", "bagged", "trees", "boosted", "bites", "none"]
 # The rows each member is fitted on: the ensemble's own (``same``), ``max_samples`` drawn
 # per member (``drawn``), every row reweighted (``weighted``), or stacking's ``cv`` folds
 # for its named members (``folds``; the final estimator sees the ensemble's rows).
-MemberRows = Literal["same", "drawn", "weighted", "folds"]
+# ``bites``: ``rows_param`` rows per member (pasting_votes).
+MemberRows = Literal["same", "drawn", "weighted", "folds", "bites"]
 # How fitting reports progress: one ``fit``; one fit of ``size_param`` ``members`` fitted
 # in parallel and counted as they finish (ensembles.parallel); or gradient boosting's
-# per-stage ``monitor`` hook.
-Growth = Literal["once", "members", "monitor"]
+# per-stage ``monitor`` hook. ``own``: the service's own algorithm (ensembles.kinds),
+# fitted with a ``monitor``.
+Growth = Literal["once", "members", "monitor", "own"]
 # Where OOB figures come from: the members' own out-of-bag rows (``members``), the same
 # with scikit-learn's ``oob_decision_function_`` / ``oob_prediction_`` for the final value
 # (``forest``), the per-stage ``oob_scores_`` of subsampled boosting (``stages``), none.
-OobSource = Literal["members", "forest", "stages", "none"]
+# ``own``: the out-of-bag tallies the service's own algorithm kept while fitting.
+OobSource = Literal["members", "forest", "stages", "own", "none"]
 # Where the score curve comes from: OOB scores as members are added, scores after each
 # boosting stage (``staged_predict``), or none.
 CurveSource = Literal["oob", "stages", "none"]
+
+SpecCheck = Callable[[EstimatorSpec], list[tuple[tuple[str | int, ...], str]]]
 
 SERVICE_OWNED_PARAMS = frozenset({"n_jobs", "verbose", "warm_start", "random_state", "oob_score"})
 MAX_N_ESTIMATORS = 5000
@@ -254,6 +269,13 @@ class Kind:
     tuple_params: frozenset[str] = frozenset()  # JSON lists scikit-learn wants as tuples
     # A parameter counting training rows, which must not exceed the rows of its fit.
     rows_param: str | None = None
+    # The service's own algorithms (ensembles.kinds): the scikit-learn class the fitted
+    # model becomes in the artifact, per task.  Such a kind stands only at the top of a
+    # spec (nested, its own class would reach the artifact).
+    becomes: Mapping[Task, type] = field(default_factory=dict)
+    # Checks of a resolved spec the parameter bounds cannot express, as (path relative to
+    # the spec, message) pairs; run once its own parameters are valid.
+    spec_check: SpecCheck | None = None
 
     @property
     def tasks(self) -> tuple[Task, ...]:
@@ -282,7 +304,8 @@ class Kind:
             "estimator_slots": list(self.slots),
             "supports_voting_override": self.votes,
             "fixed_params": dict(self.fixed),
-            "sklearn_classes": {t: c.__name__ for t, c in self.classes.items()},
+            "sklearn_classes": {t: c.__name__ for t, c in (self.becomes or self.classes).items()},
+            "top_level_only": bool(self.becomes),
             "params": {t: self.json_schema(t) for t in self.tasks},
         }
 
@@ -402,6 +425,17 @@ def _forest(name: str, description: str, classes: Mapping[Task, type], bootstrap
 
 _MAX_SAMPLES_BELOW_ONE = (Num(0, 1, lo_open=True, hi_open=True), Int(1))
 _MAX_FEATURES_BAG = (Num(0, 1, lo_open=True), Int(1))
+
+_SELECTION_METRICS: Mapping[Task, tuple[str, ...]] = {
+    task: tuple(name for name, m in SELECTION_METRICS.items() if m.task == task) for task in TASKS
+}
+SELECTION_PROBABILITIES = MemberNeed(
+    "estimators",
+    "'{member}' gives no probabilities, which ensemble selection needs (its result is a "
+    "soft vote): use a probabilistic estimator (svm: probability=true)",
+    when=("metric", _SELECTION_METRICS["classification"]),
+    method="predict_proba",
+)
 
 ENSEMBLE_KINDS: tuple[Kind, ...] = (
     Kind(
@@ -652,6 +686,97 @@ ENSEMBLE_KINDS: tuple[Kind, ...] = (
         members="named",
         member_rows="folds",
         member_needs=(STACK_METHOD,),
+    ),
+    Kind(
+        "pasting_votes",
+        "ensemble",
+        "Breiman's pasting of small votes: members fitted one after another on bites of "
+        "bite_size rows, drawn at random (Rvotes) or by importance (Ivotes), combined by an "
+        "unweighted majority vote (regression: the mean); grows until the out-of-bag error "
+        "has not improved for patience members.",
+        {"classification": PastingVotesClassifier, "regression": PastingVotesRegressor},
+        params=(
+            P(
+                "bite_size",
+                Int(1, 100_000_000),
+                100,
+                "Rows per bite, each member's training rows (fewer than the training rows).",
+            ),
+            P(
+                "sampling",
+                Choice("random", "importance"),
+                "importance",
+                "How bites are drawn: 'random' (Rvotes) or 'importance' (Ivotes: rows the "
+                "out-of-bag vote gets wrong always, others with probability e/(1-e)); "
+                "regression: random only.",
+                default_by_task={"regression": "random"},
+                domains_by_task={"regression": (Choice("random"),)},
+            ),
+            P(
+                "patience",
+                Int(1, MAX_N_ESTIMATORS),
+                10,
+                "Stop when the smoothed out-of-bag error has not improved for this many members.",
+            ),
+            P("max_estimators", N_EST, 100, "Most members fitted."),
+        ),
+        slots=("estimator",),
+        votes=True,
+        size_param="max_estimators",
+        default_estimator=BOTH_TASKS_TREE,
+        members="bites",
+        member_rows="bites",
+        growth="own",
+        oob="own",
+        curve="oob",
+        rows_param="bite_size",
+        becomes={
+            "classification": sk_ensemble.VotingClassifier,
+            "regression": sk_ensemble.VotingRegressor,
+        },
+    ),
+    Kind(
+        "ensemble_selection",
+        "ensemble",
+        "Caruana's ensemble selection: a library of named estimators, their out-of-fold "
+        "predictions over cv folds, greedy forward selection with replacement maximising "
+        "metric (sorted initialisation, optional bagged selection); a weighted soft vote "
+        "(regression: weighted mean) of the selected estimators refitted on every row.",
+        {
+            "classification": EnsembleSelectionClassifier,
+            "regression": EnsembleSelectionRegressor,
+        },
+        params=(
+            P("cv", Int(2, 20), 5, "Folds of the out-of-fold predictions (the same for all)."),
+            P(
+                "metric",
+                Choice(*_SELECTION_METRICS["classification"]),
+                "accuracy",
+                "What the selection maximises (log_loss, rmse, mae: minimises).",
+                default_by_task={"regression": "r2"},
+                domains_by_task={"regression": (Choice(*_SELECTION_METRICS["regression"]),)},
+            ),
+            P("init_size", Int(1, 50), 1, "Best members (by own score) that start the ensemble."),
+            P("max_steps", Int(0, 1000), 50, "Greedy additions after the initial members."),
+            P("bags", Int(1, 100), 1, "Selections from random subsets of the library, summed."),
+            P(
+                "bag_fraction",
+                Num(0, 1, lo_open=True),
+                1.0,
+                "Share of the library each bag draws (rounded, at least 1 member).",
+            ),
+        ),
+        slots=("estimators",),
+        votes=True,
+        members="named",
+        member_rows="folds",
+        member_needs=(SELECTION_PROBABILITIES,),
+        growth="own",
+        becomes={
+            "classification": sk_ensemble.VotingClassifier,
+            "regression": sk_ensemble.VotingRegressor,
+        },
+        spec_check=_selection.spec_problems,
     ),
 )
 

@@ -175,23 +175,54 @@ def oob_scores(
     scored = counts > 0
     if not scored.any():
         return None, "every member was trained on every row (no row is out of bag)", []
-    if task == "classification":
-        if source == "forest":  # scikit-learn's own figures
-            proba = np.asarray(ensemble.oob_decision_function_, dtype=np.float64)
-            winners = np.argmax(proba, axis=1)
-        else:
-            with np.errstate(invalid="ignore", divide="ignore"):
-                proba = sums / sums.sum(axis=1)[:, np.newaxis]
-            winners = np.argmax(sums, axis=1)
+    if source != "forest":
+        out = oob_from_sums(sums, counts, y, task, classes)
+        assert out is not None
+        return out, None, curve
+    if task == "classification":  # scikit-learn's own figures
+        proba = np.asarray(ensemble.oob_decision_function_, dtype=np.float64)
+        winners = np.argmax(proba, axis=1)
         out = score(task, y[scored], _like(y, labels[winners][scored]), proba[scored], classes)
     else:
-        if source == "forest":
-            values = np.asarray(ensemble.oob_prediction_, dtype=np.float64)
-        else:
-            values = sums / np.maximum(counts, 1)
+        values = np.asarray(ensemble.oob_prediction_, dtype=np.float64)
         out = score(task, y[scored], values[scored])
     out["n_scored"] = int(scored.sum())
     return out, None, curve
+
+
+def oob_from_sums(
+    sums: NDArray[Any],
+    counts: NDArray[Any],
+    y: NDArray[Any],
+    task: Task,
+    classes: Sequence[Any],
+) -> Scores | None:
+    """OOB figures from per-row tallies: summed probabilities or votes per class (the
+    winner is the first maximum; probabilities are the normalised tallies), or summed
+    predictions and the members that voted (the mean).  Rows no member left out are not
+    scored; None when there are none."""
+    scored = np.asarray(counts) > 0
+    if not scored.any():
+        return None
+    if task == "classification":
+        tallies = np.asarray(sums, dtype=np.float64)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            proba = tallies / tallies.sum(axis=1)[:, np.newaxis]
+        winners = np.argmax(tallies, axis=1)
+        labels = np.asarray(classes, dtype=object)
+        out = score(task, y[scored], _like(y, labels[winners][scored]), proba[scored], classes)
+    else:
+        values = np.asarray(sums, dtype=np.float64) / np.maximum(counts, 1)
+        out = score(task, y[scored], values[scored])
+    out["n_scored"] = int(scored.sum())
+    return out
+
+
+def thinned(points: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A curve's points (one per member, ``n_estimators`` from 1) at no more than
+    MAX_CURVE_POINTS checkpoints."""
+    marks = set(_checkpoints(len(points)))
+    return [p for p in points if p["n_estimators"] in marks]
 
 
 def _like(y: NDArray[Any], pred: NDArray[Any]) -> NDArray[Any]:
@@ -300,7 +331,7 @@ def member_scores(
             out.append({"name": name, basis: _member_score(m, Xt, y, task, labels)})
         return out, None
     # Homogeneous ensembles can have thousands of members: only the primary metric, in numpy.
-    members = members_of(ensemble) if walk in ("bagged", "trees") else []
+    members = members_of(ensemble) if walk in ("bagged", "trees", "bites") else []
     if members:
         if task == "regression":
             values = _each(lambda m: _primary(task, y, member_values(m, Xt)), members)

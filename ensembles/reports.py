@@ -15,6 +15,8 @@ from ensembles.metrics import Scores
 
 
 class Curve(BaseModel):
+    """One named curve of a model (e(k) of pasting_votes, a selection curve, ...)."""
+
     name: str
     x_label: str
     x: list[float]
@@ -50,3 +52,8 @@ class Metrics(BaseModel):
     oof: dict[str, Any] | None = None
     hardest_rows: dict[str, Any] | None = None
     bias_variance: dict[str, Any] | None = None
+    curves: list[Curve] = Field(default_factory=list)
+    # ensemble_selection: {"weights": {member: count}, "member_oof": {member: score}, ...}
+    selection: dict[str, Any] | None = None
+    # pasting_votes: {"n_estimators", "reason", ...}: where and why its growth stopped
+    stopping: dict[str, Any] | None = None

@@ -58,9 +58,10 @@ from ensembles.builders import (
 from ensembles.catalog import KINDS, Kind, Task
 from ensembles.data import TrainingData
 from ensembles.errors import Location, Problem, TrainingCancelledError, TrainingError
+from ensembles.kinds import OwnReport, adopt
 from ensembles.members import members_of
 from ensembles.parallel import MemberPool, member_frames, members_in_parallel
-from ensembles.reports import Metrics
+from ensembles.reports import Curve, Metrics
 from ensembles.science import bias_variance, measures
 from ensembles.science.curves import curves_of
 from ensembles.science.oof import FoldCollector
@@ -175,6 +176,7 @@ def train(
     pipeline = build_pipeline(spec, task, features, random_state)
     with scikit_learn_errors("fit this model", spec, task, ("ensemble",)):
         Xt = _fit_pipeline(pipeline, kind, X_train, y_train, run)
+    own = adopt(pipeline)  # the service's own algorithms: their scikit-learn form
     ensemble = pipeline[-1]
     notes += early_stop_notes(ensemble)
     classes = list(pipeline.classes_) if task == "classification" else []
@@ -195,9 +197,16 @@ def train(
         )
         assert Xb is not None and yb is not None
         with scikit_learn_errors("measure this model's members", spec, task, ("ensemble",)):
-            oob, reason, oob_curve = metrics.oob_scores(
-                ensemble, Xt, y_train, task, classes, source=kind.oob
-            )
+            if own is not None and own.oob_sums is not None and own.oob_counts is not None:
+                oob = metrics.oob_from_sums(own.oob_sums, own.oob_counts, y_train, task, classes)
+                reason = None if oob is not None else "no row was ever out of bag"
+                oob_curve = metrics.thinned(own.oob_points)
+            else:
+                oob, reason, oob_curve = metrics.oob_scores(
+                    ensemble, Xt, y_train, task, classes, source=kind.oob
+                )
+            if reason and own is not None and own.oob_sums is None:
+                reason = "its members are measured out of fold instead (metrics.selection)"
             if reason:
                 notes.append(f"no OOB estimate: {reason}")
             Xbt = np.asarray(pipeline[:-1].transform(Xb))
@@ -206,7 +215,7 @@ def train(
             )
             if member_note:
                 notes.append(member_note)
-            curve = _curve(kind, ensemble, oob_curve, Xbt, yb, task, basis, notes)
+            curve = _curve(kind, ensemble, oob_curve, Xbt, yb, task, basis, notes, own)
             extra: dict[str, Any] = {}
             if task == "regression":
                 predicted = np.asarray(pipeline.predict(Xb))
@@ -284,10 +293,11 @@ def train(
             train=on_train,
             estimators=members,
             curve=curve,
-            curves=curves_of(curve, oob),
-            notes=notes,
+            notes=notes + (own.notes if own is not None else []),
             **science,
             **extra,
+            # The service's own kinds measured their curves themselves (e(k), selection).
+            **({"curves": curves_of(curve, oob)} | _own_metrics(own)),
         ),
         feature_importances=feature_importances(pipeline, kind),
         train_rows=X_train,
@@ -487,6 +497,8 @@ def _fit_ensemble(
                 _fit_boosting(ensemble, Xt, y, total, run)
         elif kind.growth == "members":
             _fit_members(ensemble, kind, Xt, y, total, run)
+        elif kind.growth == "own":
+            _fit_own(ensemble, Xt, y, run)
         else:
             run.report(0, 1, "fitting")
             with run.parallel():
@@ -519,6 +531,24 @@ def _fit_boosting(
     run.check()
 
 
+def _fit_own(ensemble: BaseEstimator, Xt: NDArray[Any], y: NDArray[Any], run: _Run) -> None:
+    """The service's own algorithms report each member and stop when cancelled."""
+
+    def monitor(done: int, total: int, stage: str) -> bool:
+        run.report(done, total, stage)
+        return run.cancel is not None and run.cancel.is_set()
+
+    ensemble.fit(Xt, y, monitor=monitor)
+    run.check()
+
+
+def _own_metrics(own: OwnReport | None) -> dict[str, Any]:
+    """The curves and blocks (``stopping``, ``selection``) an own algorithm measured."""
+    if own is None:
+        return {}
+    return {"curves": [Curve(**c) for c in own.curves], **own.metrics}
+
+
 def _evaluate(
     pipeline: Pipeline, X: pd.DataFrame, y: NDArray[Any], task: Task, classes: list[Any]
 ) -> metrics.Scores:
@@ -540,15 +570,22 @@ def _curve(
     task: Task,
     basis: str,
     notes: list[str],
+    own: OwnReport | None = None,
 ) -> dict[str, Any] | None:
-    """OOB curve for the bagging family and forests, staged scores for boosting."""
+    """OOB curve for the bagging family, forests and pasting_votes, staged scores for
+    boosting (an own algorithm's other curves are in ``metrics.curves``)."""
     metric = metrics.primary_metric(task)
     if kind.curve == "oob" and oob_curve:
         return {"basis": "oob", "metric": metric, "points": oob_curve}
     points = metrics.staged_curve(ensemble, Xbt, yb, task) if kind.curve == "stages" else []
     if points:
         return {"basis": basis, "metric": metric, "points": points}
-    notes.append("no score curve: the ensemble neither leaves rows out of bag nor boosts in stages")
+    if own is not None and own.curves:
+        notes.append("no member curve: see metrics.curves for this kind's own curves")
+    else:
+        notes.append(
+            "no score curve: the ensemble neither leaves rows out of bag nor boosts in stages"
+        )
     return None
 
 
@@ -817,15 +854,17 @@ def _raw_importances(ensemble: BaseEstimator, kind: Kind) -> NDArray[np.float64]
         values = None
     if values is not None:
         return np.asarray(values, dtype=np.float64)
-    if kind.members == "bagged":  # the mean of members' importances over their subsets
+    if kind.members in ("bagged", "bites"):  # the mean of members' importances
         n = ensemble.n_features_in_
         total = np.zeros(n)
         for member in members_of(ensemble):
             member_values = getattr(member.estimator, "feature_importances_", None)
             if member_values is None:
                 return None
-            assert member.features is not None
-            np.add.at(total, member.features, member_values)
+            if member.features is None:  # pasting_votes: every column
+                total += member_values
+            else:
+                np.add.at(total, member.features, member_values)
         return total / max(len(ensemble.estimators_), 1)
     return None
 
@@ -849,5 +888,8 @@ def _voting(ensemble: BaseEstimator, kind: Kind, spec: EstimatorSpec, task: Task
         return None
     if kind.voting_param is not None:
         return "soft" if spec.params.get(kind.voting_param) == "soft" else "hard"
+    fitted = getattr(ensemble, "voting", None)  # a VotingClassifier an own kind became
+    if fitted in ("hard", "soft"):
+        return "soft" if fitted == "soft" else "hard"
     members = members_of(ensemble)
     return "soft" if members and hasattr(members[0].estimator, "predict_proba") else "hard"

@@ -89,6 +89,15 @@ def _resolve(
         only = " and ".join(kind.tasks)
         problems.append(Problem((*loc, "kind"), f"'{kind.name}' does not do {task} (only {only})"))
         return spec
+    if kind.becomes and depth > 1:
+        problems.append(
+            Problem(
+                (*loc, "kind"),
+                f"'{kind.name}' can only be the top-level ensemble, not a member of another "
+                "(its fitted form replaces it in the model)",
+            )
+        )
+        return spec
     if kind.family == "ensemble" and depth > limits.max_depth:
         problems.append(
             Problem(
@@ -96,7 +105,9 @@ def _resolve(
             )
         )
         return spec
+    before = len(problems)
     params = _resolve_params(spec.params, kind, task, (*loc, "params"), problems)
+    params_ok = len(problems) == before
     updates: dict[str, Any] = {"params": params}
     for slot in ("estimator", "estimators", "final_estimator"):
         if getattr(spec, slot) is not None and slot not in kind.slots:
@@ -113,7 +124,10 @@ def _resolve(
         )
     if "estimators" in kind.slots:
         updates["estimators"] = _resolve_members(spec, kind, task, loc, depth, limits, problems)
-    return spec.model_copy(update=updates)
+    resolved = spec.model_copy(update=updates)
+    if kind.spec_check is not None and params_ok:
+        problems.extend(Problem((*loc, *where), msg) for where, msg in kind.spec_check(resolved))
+    return resolved
 
 
 def _resolve_members(
@@ -195,9 +209,11 @@ def _resolve_params(
                 msg = f"unknown parameter '{name}' for {kind.name} ({task}); known: {known}"
             problems.append(Problem((*loc, name), msg))
         elif not param.accepts(value, task):
-            problems.append(
-                Problem((*loc, name), f"must be {param.describe(task)}; got {shown(value)}")
-            )
+            msg = f"must be {param.describe(task)}; got {shown(value)}"
+            elsewhere = [t for t in kind.tasks if t != task and param.accepts(value, t)]
+            if elsewhere:
+                msg += f" ({shown(value)} is for {' and '.join(elsewhere)} only)"
+            problems.append(Problem((*loc, name), msg))
     return {p.name: given.get(p.name, p.default_for(task)) for p in allowed.values()}
 
 
@@ -279,9 +295,10 @@ def fitted_members(spec: EstimatorSpec) -> int:
         return n * fitted_members(spec.estimator)
     if spec.estimators is not None:
         inner = sum(fitted_members(m) for m in spec.estimators)
-        if spec.final_estimator is not None:
+        if kind.member_rows == "folds":  # once per fold, and once on every row
             folds = int(spec.params.get("cv", 5))
-            return inner * (folds + 1) + fitted_members(spec.final_estimator)
+            final = spec.final_estimator
+            return inner * (folds + 1) + (fitted_members(final) if final is not None else 0)
         return inner
     return n
 
@@ -356,21 +373,23 @@ def _rows_problems(
     spec: EstimatorSpec, built: BaseEstimator, task: Task, loc: Location, rows: _Rows
 ) -> list[Problem]:
     kind = KINDS[spec.kind]
+    members = _built_members(spec, built)
+    if kind.member_rows == "bites":
+        return _bites(spec, task, loc, rows, members)
     if kind.rows_param is not None:
         return _rows_param(spec, kind.rows_param, loc, rows)
-    members = _built_members(spec, built)
     if kind.member_rows == "drawn":
         return _drawn(spec, built, task, loc, rows, members)
     out: list[Problem] = []
     inner_rows = rows
     if kind.member_rows == "folds":
-        out += _stacking(spec, task, loc, rows)
+        out += _folds(spec, task, loc, rows)
         cv = int(spec.params["cv"])
         inner = rows.n - rows.n // cv
         inner_rows = _Rows(
             inner,
             None if rows.counts is None else {c: m - m // cv for c, m in rows.counts.items()},
-            f"{rows.why}; stacking's cv={cv} fits each member on at most {inner} of them",
+            f"{rows.why}; {spec.kind}'s cv={cv} fits each member on at most {inner} of them",
             rows.weighted,
         )
     for slot_loc, member_spec, member in members:
@@ -396,6 +415,34 @@ def _rows_param(spec: EstimatorSpec, name: str, loc: Location, rows: _Rows) -> l
             f"set {name} to at most {rows.n}",
         )
     ]
+
+
+def _bites(
+    spec: EstimatorSpec,
+    task: Task,
+    loc: Location,
+    rows: _Rows,
+    members: list[tuple[Location, EstimatorSpec, BaseEstimator]],
+) -> list[Problem]:
+    """pasting_votes fits each member on a bite of ``bite_size`` rows, and needs rows
+    outside every bite for its out-of-bag error: fewer rows than it is fitted on."""
+    kind = KINDS[spec.kind]
+    assert kind.rows_param is not None
+    name = kind.rows_param
+    bite = int(spec.params[name])
+    if bite >= rows.n:
+        most = rows.n - 1
+        advice = f"set {name} to at most {most}" if most >= 1 else "train it on more rows"
+        return [
+            Problem(
+                (*loc, "params", name),
+                f"{name}={bite}, but this {spec.kind} is fitted on at most {rows.n} rows "
+                f"({rows.why}); every bite must leave rows out of bag: {advice}",
+            )
+        ]
+    ((slot_loc, member_spec, member),) = members
+    why = f"{rows.why}; {spec.kind} fits each member on a bite of {bite} of them"
+    return _rows_problems(member_spec, member, task, (*loc, *slot_loc), _Rows(bite, None, why))
 
 
 def _drawn(
@@ -435,16 +482,17 @@ def _drawn(
     return _rows_problems(member_spec, member, task, (*loc, *slot_loc), member_rows)
 
 
-def _stacking(spec: EstimatorSpec, task: Task, loc: Location, rows: _Rows) -> list[Problem]:
-    """Stacking's out-of-fold predictions: ``cv`` folds of the rows it is fitted on,
-    stratified for classification (scikit-learn refuses when every class is smaller)."""
+def _folds(spec: EstimatorSpec, task: Task, loc: Location, rows: _Rows) -> list[Problem]:
+    """Out-of-fold predictions (stacking, ensemble selection): ``cv`` folds of the rows it
+    is fitted on, stratified for classification (scikit-learn refuses when every class is
+    smaller)."""
     cv = int(spec.params["cv"])
     where = (*loc, "params", "cv")
     if rows.n < cv:
         return [
             Problem(
                 where,
-                f"cv={cv}, but this stacking is fitted on at most {rows.n} rows ({rows.why}); "
+                f"cv={cv}, but this {spec.kind} is fitted on at most {rows.n} rows ({rows.why}); "
                 f"its out-of-fold predictions need at least cv rows: {_at_most(rows.n)}",
             )
         ]
@@ -454,7 +502,7 @@ def _stacking(spec: EstimatorSpec, task: Task, loc: Location, rows: _Rows) -> li
             return [
                 Problem(
                     where,
-                    f"cv={cv}, but every class has fewer than {cv} rows where this stacking is "
+                    f"cv={cv}, but every class has fewer than {cv} rows where this {spec.kind} is "
                     f"fitted (the largest has at most {most}; {rows.why}); its stratified "
                     f"folds need more: {_at_most(most)}",
                 )

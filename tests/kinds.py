@@ -51,6 +51,15 @@ def _ensembles(task: Task) -> dict[str, Spec]:
             "params": {"n_estimators": 10, "bootstrap": True},  # bootstrapped: OOB too
         },
         "stacking": {"kind": "stacking", "params": {"cv": 3}, "estimators": members[1:]},
+        "pasting_votes": {
+            "kind": "pasting_votes",
+            "params": {"bite_size": 40, "max_estimators": 12, "patience": 5},
+        },
+        "ensemble_selection": {
+            "kind": "ensemble_selection",
+            "params": {"cv": 3, "max_steps": 6},
+            "estimators": members,
+        },
     }
 
 

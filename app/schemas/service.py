@@ -40,6 +40,11 @@ class KindEntry(BaseModel):
     tasks: list[Literal["classification", "regression"]]
     estimator_slots: list[str] = Field(description="estimator, estimators, final_estimator.")
     supports_voting_override: bool
+    top_level_only: bool = Field(
+        default=False,
+        description="The service's own algorithm (pasting_votes, ensemble_selection): only at "
+        "the top of a spec, never a member; its artifact holds sklearn_classes.",
+    )
     fixed_params: dict[str, Any]
     params: dict[str, dict[str, Any]] = Field(
         description="Per task: a JSON Schema of the parameters (types, defaults, bounds)."

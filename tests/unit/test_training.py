@@ -29,6 +29,12 @@ from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
 from ensembles.catalog import ENSEMBLE_KINDS
 from ensembles.errors import TrainingCancelledError
 from ensembles.parallel import MemberPool
+from ensembles.kinds import (
+    EnsembleSelectionClassifier,
+    EnsembleSelectionRegressor,
+    PastingVotesClassifier,
+    PastingVotesRegressor,
+)
 from ensembles.specs import EvaluationSpec, parse_estimator_spec
 from ensembles.training import FittedModel, train
 from ensembles.validation import resolve_ensemble
@@ -248,6 +254,75 @@ FIDELITY: list[Any] = [
                 ("ridge", Ridge(alpha=0.5)),
             ],
             final_estimator=Ridge(),
+        ),
+    ),
+    # The service's own algorithms, called directly as scikit-learn estimators.
+    (
+        "pasting_votes",
+        "classification",
+        {"kind": "pasting_votes", "params": {"bite_size": 60, "max_estimators": 15}},
+        lambda: PastingVotesClassifier(
+            DecisionTreeClassifier(random_state=RS),
+            bite_size=60,
+            max_estimators=15,
+            random_state=RS,
+        ),
+    ),
+    (
+        "pasting_votes",
+        "regression",
+        {"kind": "pasting_votes", "params": {"bite_size": 60, "patience": 3}},
+        lambda: PastingVotesRegressor(
+            DecisionTreeRegressor(random_state=RS), bite_size=60, patience=3, random_state=RS
+        ),
+    ),
+    (
+        "ensemble_selection",
+        "classification",
+        {
+            "kind": "ensemble_selection",
+            "params": {"metric": "log_loss", "init_size": 2, "max_steps": 8, "cv": 4},
+            "estimators": [
+                {"name": "lr", "kind": "logistic_regression", "params": {"max_iter": 2000}},
+                {"name": "tree", "kind": "decision_tree", "params": {"max_depth": 4}},
+                {"name": "nb", "kind": "gaussian_nb"},
+            ],
+        },
+        lambda: EnsembleSelectionClassifier(
+            [
+                ("lr", LogisticRegression(max_iter=2000, random_state=RS)),
+                ("tree", DecisionTreeClassifier(max_depth=4, random_state=RS)),
+                ("nb", GaussianNB()),
+            ],
+            metric="log_loss",
+            init_size=2,
+            max_steps=8,
+            cv=4,
+            random_state=RS,
+        ),
+    ),
+    (
+        "ensemble_selection",
+        "regression",
+        {
+            "kind": "ensemble_selection",
+            "params": {"metric": "rmse", "bags": 4, "bag_fraction": 0.5},
+            "estimators": [
+                {"name": "ridge", "kind": "ridge"},
+                {"name": "knn", "kind": "knn", "params": {"n_neighbors": 9}},
+                {"name": "rf", "kind": "random_forest", "params": {"n_estimators": 10}},
+            ],
+        },
+        lambda: EnsembleSelectionRegressor(
+            [
+                ("ridge", Ridge()),
+                ("knn", KNeighborsRegressor(9)),
+                ("rf", E.RandomForestRegressor(n_estimators=10, random_state=RS)),
+            ],
+            metric="rmse",
+            bags=4,
+            bag_fraction=0.5,
+            random_state=RS,
         ),
     ),
 ]
