@@ -52,7 +52,6 @@ class Metrics(BaseModel):
     oof: dict[str, Any] | None = None
     hardest_rows: dict[str, Any] | None = None
     bias_variance: dict[str, Any] | None = None
-    curves: list[Curve] = Field(default_factory=list)
     # ensemble_selection: {"weights": {member: count}, "member_oof": {member: score}, ...}
     selection: dict[str, Any] | None = None
     # pasting_votes: {"n_estimators", "reason", ...}: where and why its growth stopped

@@ -17,7 +17,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
-from sklearn.ensemble import AdaBoostClassifier, AdaBoostRegressor
+from sklearn.base import BaseEstimator
+from sklearn.ensemble import (
+    AdaBoostClassifier,
+    AdaBoostRegressor,
+    StackingClassifier,
+    StackingRegressor,
+)
 from sklearn.pipeline import Pipeline
 from threadpoolctl import threadpool_limits
 
@@ -71,7 +77,7 @@ def _measure(ev: Evidence, notes: list[str]) -> dict[str, Any]:
     ensemble = ev.pipeline[-1]
     out: dict[str, Any] = {"diversity": None, "ambiguity": None, "oof": None, "hardest_rows": None}
     folds = ev.cv_folds
-    if ev.kind.member_rows == "folds":
+    if _stacked(ensemble):
         folds = stacking_oof(ensemble, ev.Xt, ev.y_train, ev.task)
     if folds is not None:
         out["oof"] = folds.report(ev.y_train)
@@ -147,9 +153,15 @@ def _combination(ev: Evidence, weighted: bool) -> str:
     ensemble = ev.pipeline[-1]
     if isinstance(ensemble, AdaBoostRegressor):
         return "mean: the members' plain mean (the model takes their weighted median)"
-    if ev.kind.member_rows == "folds":
+    if _stacked(ensemble):
         return "mean: the members' plain mean (the model feeds them to its final estimator)"
     return "mean: the members' mean, as the model combines them"
+
+
+def _stacked(ensemble: BaseEstimator) -> bool:
+    """Stacking (ensemble_selection also fits its library on folds, but its fitted form is
+    a voting ensemble: its out-of-fold scores are in ``metrics.selection``)."""
+    return isinstance(ensemble, StackingClassifier | StackingRegressor)
 
 
 Judged = tuple[str, MemberOutputs, NDArray[Any], NDArray[Any] | None]

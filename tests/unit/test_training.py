@@ -28,13 +28,13 @@ from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
 
 from ensembles.catalog import ENSEMBLE_KINDS
 from ensembles.errors import TrainingCancelledError
-from ensembles.parallel import MemberPool
 from ensembles.kinds import (
     EnsembleSelectionClassifier,
     EnsembleSelectionRegressor,
     PastingVotesClassifier,
     PastingVotesRegressor,
 )
+from ensembles.parallel import MemberPool
 from ensembles.specs import EvaluationSpec, parse_estimator_spec
 from ensembles.training import FittedModel, train
 from ensembles.validation import resolve_ensemble
