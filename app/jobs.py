@@ -10,7 +10,9 @@ at once in the whole service, the oldest queued job starts first whichever proce
 accepted it, and a submit is refused (429) when ``max_concurrent_jobs +
 max_queued_jobs`` jobs are open; the registry counts inside its write transactions.
 A runner looks for a job to start when one of its own jobs is queued or ends, and every
-``CLAIM_POLL_S`` (a cheap read) for the jobs of the others.
+``CLAIM_POLL_S`` (a cheap read) for the jobs of the others. Every ``DEAD_SCAN_S`` it also
+fails the jobs of instances that died (a replica SIGKILLed, its lease run out), so they
+do not hold the service's running slots until some instance restarts.
 
 The runner, an asyncio task of the server, owns the job's life cycle around the worker:
 it marks a job running before starting its execution (so the job belongs to this server
@@ -49,6 +51,7 @@ CLAIM_POLL_S: Final = 0.5
 CLAIM_BACKOFF_S: Final = 5.0
 WAIT_POLL_S: Final = 0.25
 SETTLE_S: Final = 2.0
+DEAD_SCAN_S: Final = 5.0
 KILL_AFTER_S: Final = 3.0
 FINISHED: Final = ("succeeded", "failed", "cancelled")
 SHUTDOWN_RUNNING: Final = (
@@ -95,6 +98,7 @@ class JobRunner:
         self._stopping = False
         self._draining = False
         self._last_scan = 0.0
+        self._last_dead_scan = time.monotonic()  # the registry has just recovered
 
     # ------------------------------------------------------------------ life cycle
 
@@ -266,6 +270,7 @@ class JobRunner:
         while not self._stopping:
             try:
                 await self._supervise()
+                await self._fail_dead_jobs()
                 await self._start_queued()
             except Exception:  # keep supervising whatever one round hit
                 log.exception("job runner round failed")
@@ -274,6 +279,19 @@ class JobRunner:
             self._wake.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), TICK_S)
+
+    async def _fail_dead_jobs(self) -> None:
+        now = time.monotonic()
+        if now - self._last_dead_scan < DEAD_SCAN_S:
+            return
+        self._last_dead_scan = now
+        try:
+            failed = await in_thread(self.registry.fail_dead_jobs)
+        except StorageError as exc:
+            log.warning("could not look for the jobs of stopped instances: %s", exc)
+            return
+        if failed:
+            self._claim_soon()  # their slots are free
 
     async def _start_queued(self) -> None:
         """Start the service's oldest queued jobs while it runs fewer than

@@ -80,6 +80,9 @@ class Registry(Protocol):
 
     def close(self) -> None: ...
     def check(self) -> dict[str, str]: ...
+    def fail_dead_jobs(self) -> list[str]:
+        """Fail the unfinished jobs of registry instances that died; their ids."""
+        ...
 
     # datasets
     def create_dataset(

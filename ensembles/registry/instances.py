@@ -6,6 +6,10 @@ included, so "can I take this lock?" is an exact liveness test for every process
 shares the data folder: several workers, a separate training process, or the same
 service restarted in a new container (where pids and host names are reused or change).
 Jobs and temporary files record their owner's instance id.
+
+Processes that share the database but not the folder cannot see these files: they judge
+each other by leases in the database (:mod:`liveness`), and :func:`folder_id` tells
+which instances share a folder (so the exact test keeps deciding between those).
 """
 
 from __future__ import annotations
@@ -53,6 +57,12 @@ class InstanceLock:
         # Also for our own id in a forked child (which closed its copy): ask the lock.
         return _probe(self.folder / f"{owner}{LOCK_SUFFIX}")
 
+    def has_file(self, owner: str) -> bool:
+        """Whether ``owner`` is us or has a lock file here (so :meth:`is_alive` is exact)."""
+        if owner == self.id and self._fd is not None:
+            return True
+        return (self.folder / f"{owner}{LOCK_SUFFIX}").exists()
+
     def release(self) -> None:
         """Give up the lock (idempotent); other instances will then treat us as dead."""
         fd, self._fd = self._fd, None
@@ -73,6 +83,29 @@ class InstanceLock:
 
 
 STAGING_GRACE_S: Final = 60.0
+FOLDER_ID: Final = "folder.id"
+
+
+def folder_id(folder: Path) -> str:
+    """The random id of the lock folder ``folder``, created by the first to ask.
+
+    Two processes see the same id exactly when they share the folder (however it is
+    mounted or named: a path or host name would not tell).
+    """
+    path = folder / FOLDER_ID
+    try:
+        return path.read_text(encoding="ascii").strip()
+    except FileNotFoundError:
+        pass
+    staging = folder / f".{secrets.token_hex(8)}.folder-staging"
+    staging.write_text(secrets.token_hex(16), encoding="ascii")
+    try:
+        os.link(staging, path)  # atomic, and never replaces an id another process wrote
+    except FileExistsError:
+        pass
+    finally:
+        staging.unlink(missing_ok=True)
+    return path.read_text(encoding="ascii").strip()
 
 
 def sweep_dead_locks(folder: Path) -> None:

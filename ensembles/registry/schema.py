@@ -10,6 +10,9 @@ Why the shape:
   number impossible even if the counter logic were wrong.
 * ``versions`` holds only *visible* versions (primary key ``(model, version)``); a row
   appears in the same transaction that marks its job succeeded.
+* ``instances`` has a row per open registry instance with the end of its lease, which
+  its heartbeat keeps pushing back: how processes that share the database but not a
+  data folder know which of them are alive (see ``liveness``).
 * ``aliases`` reference ``versions`` by a composite foreign key, so an alias can never
   point at a missing version.
 """
@@ -120,4 +123,16 @@ jobs = sa.Table(
     sa.Column("owner", sa.String(64), nullable=True),
     sa.UniqueConstraint("model", "version"),
     sa.Index("ix_jobs_status_created_at", "status", "created_at"),
+)
+
+instances = sa.Table(
+    "instances",
+    metadata,
+    sa.Column("id", sa.String(64), primary_key=True),
+    sa.Column("folder", sa.String(64), nullable=False),
+    sa.Column("host", sa.String(255), nullable=False),
+    sa.Column("pid", sa.Integer, nullable=False),
+    sa.Column("started_at", UtcDateTime, nullable=False),
+    sa.Column("heartbeat_at", UtcDateTime, nullable=False),
+    sa.Column("expires_at", UtcDateTime, nullable=False),
 )

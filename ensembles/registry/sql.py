@@ -9,6 +9,7 @@ never a row pointing at a missing or partial file.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
@@ -34,8 +35,9 @@ from ensembles.registry import database, lifecycle, rows, versioning
 from ensembles.registry.base import ArtifactStore, Registry, StoredObject
 from ensembles.registry.changes import ChangeCounter
 from ensembles.registry.datasets import check_dataset_id, check_parquet, new_dataset_id
-from ensembles.registry.instances import InstanceLock, sweep_dead_locks
+from ensembles.registry.instances import InstanceLock, folder_id, sweep_dead_locks
 from ensembles.registry.lifecycle import INTERRUPTED_QUEUED, INTERRUPTED_RUNNING
+from ensembles.registry.liveness import LEASE_S, Lease
 from ensembles.registry.names import describe, validate_alias, validate_model_name
 from ensembles.registry.records import (
     FINISHED,
@@ -87,11 +89,18 @@ class SqlRegistry:
     """Datasets, jobs, versions and aliases in a SQL database; their bytes in ``store``.
 
     Thread-safe (one engine, a connection per call). Open one per process: a forked
-    child gets fresh connections, but the jobs and the instance lock stay the parent's.
+    child gets fresh connections, but the jobs, the instance lock and its lease stay the
+    parent's.
     """
 
     def __init__(
-        self, *, data_dir: Path, engine: Engine, lock: InstanceLock, store: ArtifactStore
+        self,
+        *,
+        data_dir: Path,
+        engine: Engine,
+        lock: InstanceLock,
+        store: ArtifactStore,
+        lease_s: float = LEASE_S,
     ) -> None:
         """Use :meth:`open`; this only wires already-prepared parts together."""
         self.data_dir = data_dir
@@ -99,6 +108,10 @@ class SqlRegistry:
         self.store = store
         self._engine = engine
         self._lock = lock
+        # Forced: the lease is also released while closing.
+        self._lease = Lease(
+            lock, folder_id(lock.folder), lambda step: self._run_write(step, force=True), lease_s
+        )
         self._pid = self._opened_by = os.getpid()
         self._closed = False
         self._changes = ChangeCounter(engine.url)
@@ -112,10 +125,14 @@ class SqlRegistry:
         data_dir: Path | str,
         database_url: str | None = None,
         store: StoreConfig | None = None,
+        *,
+        lease_s: float = LEASE_S,
     ) -> SqlRegistry:
         """Open (creating if needed) the registry in ``data_dir`` and make it consistent.
 
-        Creates the folders, migrates the schema to head, then fails the jobs that dead
+        Creates the folders, migrates the schema to head, takes this instance's lease
+        (renewed every ``lease_s / 5`` seconds; other processes on the database count it
+        alive until ``lease_s`` after its last renewal), then fails the jobs that dead
         instances left queued or running and removes their temporary and orphaned files.
         The bytes go where ``store`` says (default: a :class:`LocalStore` in ``data_dir``;
         an object store's bucket is checked first: StorageError if it cannot be used).
@@ -129,8 +146,17 @@ class SqlRegistry:
             try:
                 database.upgrade(engine)
                 opened = open_store(store or StoreConfig(), root, lock.id)
-                registry = cls(data_dir=root, engine=engine, lock=lock, store=opened)
-                registry.recover()
+                registry = cls(
+                    data_dir=root, engine=engine, lock=lock, store=opened, lease_s=lease_s
+                )
+                registry._lease.take()
+                registry._lease.start()
+                try:
+                    registry.recover()
+                except BaseException:
+                    with contextlib.suppress(StorageError):
+                        registry._lease.stop(remove=True)
+                    raise
             except BaseException:
                 engine.dispose()
                 raise
@@ -143,7 +169,7 @@ class SqlRegistry:
         return registry
 
     def close(self) -> None:
-        """Fail this instance's unfinished jobs, release connections and the instance lock."""
+        """Fail this instance's unfinished jobs; release its lease, connections and lock."""
         if self._closed:
             return
         self._closed = True
@@ -157,6 +183,10 @@ class SqlRegistry:
             )
         except StorageError as exc:
             log.warning("could not mark this instance's jobs as interrupted: %s", exc)
+        try:
+            self._lease.stop(remove=True)
+        except StorageError as exc:  # it will run out on its own
+            log.warning("could not release this instance's lease: %s", exc)
         finally:
             self._engine.dispose()
             self._lock.release()
@@ -186,21 +216,34 @@ class SqlRegistry:
     def recover(self) -> list[str]:
         """Clean up after dead instances; returns the ids of the jobs it failed.
 
-        Runs at :meth:`open`; a service whose data folder is shared by several processes
-        may also call it periodically, as one of them can die while the others live on.
+        Runs at :meth:`open`; a service whose database is shared by several processes may
+        also call it periodically, as one of them can die while the others live on (an
+        instance in another data folder counts as dead once its lease has run out).
+        """
+        failed = self.fail_dead_jobs()
+        with self._read() as conn:
+            census = self._lease.census(conn)
+        self.store.sweep(census.is_dead)
+        self._remove_orphan_artifacts()
+        self._remove_orphan_datasets()
+        self._run_write(census.forget_dead)
+        return failed
+
+    def fail_dead_jobs(self) -> list[str]:
+        """Fail the queued and running jobs of dead instances; returns their ids.
+
+        Cheap (two queries, lock files probed): a service may call it every few seconds.
         """
         sweep_dead_locks(self._lock.folder)
         with self._read() as conn:
             query = sa.select(jobs.c.owner).where(jobs.c.status.in_(UNFINISHED)).distinct()
             owners: set[str | None] = set(conn.execute(query).scalars())
-        dead = {owner for owner in owners if not self._lock.is_alive(owner)}
+            census = self._lease.census(conn)
+        dead = {owner for owner in owners if census.is_dead(owner)}
         failed: list[str] = []
         if dead:
             failed = self._run_write(lambda conn: lifecycle.interrupt(conn, dead, _now()))
             log.warning("failed %d job(s) of stopped instances: %s", len(failed), failed)
-        self.store.sweep(lambda owner: not self._lock.is_alive(owner))
-        self._remove_orphan_artifacts()
-        self._remove_orphan_datasets()
         return failed
 
     def _remove_orphan_artifacts(self) -> None:

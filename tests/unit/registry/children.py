@@ -12,6 +12,11 @@ store. Points: ``part`` (the first part of a multipart upload is stored), ``uplo
 (the artifact object is complete, its version not yet recorded), ``commit`` (as above),
 ``dataset`` (a dataset's object is complete, its row not yet inserted).
 
+``children.py replica <data_dir> <s3 url> <endpoint> <lease_s>``: a replica with its own
+data folder on the shared database (``$ENSEMBLE_TEST_CHILD_DATABASE_URL``) and bucket,
+holding a lease of ``lease_s``: start a job, upload its artifact and stop before the
+version is recorded (``job <id> <version>``, then ``at-point``), to be SIGKILLed there.
+
 ``children.py versions <data_dir> <model> <count> <go_file>``: open the registry, wait
 for ``go_file`` to exist (so all children start together), then create ``count``
 versions and print the numbers it got as one JSON line.
@@ -129,6 +134,20 @@ def s3crash(data_dir: str, url: str, endpoint: str, point: str) -> None:
     print("published", flush=True)
 
 
+def replica(data_dir: str, url: str, endpoint: str, lease_s: str) -> None:
+    registry = SqlRegistry.open(
+        data_dir,
+        os.environ["ENSEMBLE_TEST_CHILD_DATABASE_URL"],
+        StoreConfig(url=url, endpoint_url=endpoint),
+        lease_s=float(lease_s),
+    )
+    job = registry.submit_job("replicated", {"lease_s": lease_s})
+    registry.start_job(job.id)
+    print(f"job {job.id} {job.version}", flush=True)
+    _stop_after(S3Store, "write_artifact")
+    registry.publish_version(job.id, {"weights": [1.0, 2.0]}, {"task": "regression"})
+
+
 def _parquet() -> bytes:
     import io
 
@@ -161,5 +180,7 @@ if __name__ == "__main__":
         crash(*rest)
     elif mode == "s3crash":
         s3crash(*rest)
+    elif mode == "replica":
+        replica(*rest)
     else:
         versions(*rest)
