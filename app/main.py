@@ -56,11 +56,15 @@ log = logging.getLogger("app")
 
 DESCRIPTION = """\
 Train, version and serve ensemble models (voting, bagging, pasting, random subspaces and
-patches, AdaBoost, gradient boosting, forests, stacking) built from scikit-learn.
+patches, AdaBoost, gradient boosting, forests, stacking, Breiman's pasting of small votes,
+Caruana's ensemble selection) built from scikit-learn.
 
-Upload a table, train a version of a model from an ensemble spec (a background job in its
-own process), follow the job, then predict with the version, an alias or `latest`. Errors
-are RFC 9457 problems (`application/problem+json`) listing every problem with its path.
+Upload a table, train a version of a model from an ensemble spec (a background job, on
+local workers or a Dask cluster), follow the job, then predict with the version, an alias
+or `latest` — over `/v1`, or the Open Inference Protocol at `/v2` for KServe and Triton
+clients. Each version has a report page with plots (`/v1/models/{name}/versions/{ref}/report`).
+Errors are RFC 9457 problems (`application/problem+json`) listing every problem with its
+path (`/v2` answers the protocol's `{"error": ...}`).
 """
 _MULTIPART_SLACK = 1024 * 1024  # form framing and the name field around an uploaded file
 
