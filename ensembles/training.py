@@ -43,7 +43,13 @@ from joblib import parallel_config
 from numpy.typing import NDArray
 from sklearn.base import BaseEstimator
 from sklearn.calibration import CalibratedClassifierCV
-from sklearn.ensemble import AdaBoostClassifier, AdaBoostRegressor
+from sklearn.ensemble import (
+    AdaBoostClassifier,
+    AdaBoostRegressor,
+    BaggingClassifier,
+    ExtraTreesClassifier,
+    RandomForestClassifier,
+)
 from sklearn.model_selection import KFold, StratifiedKFold, train_test_split
 from sklearn.pipeline import Pipeline
 
@@ -549,15 +555,25 @@ def _own_metrics(own: OwnReport | None) -> dict[str, Any]:
     return {"curves": [Curve(**c) for c in own.curves], **own.metrics}
 
 
+# Classifiers whose predict is classes_[argmax(predict_proba)] in scikit-learn's own code.
+_PREDICT_IS_ARGMAX = (RandomForestClassifier, ExtraTreesClassifier, BaggingClassifier)
+
+
 def _evaluate(
     pipeline: Pipeline, X: pd.DataFrame, y: NDArray[Any], task: Task, classes: list[Any]
 ) -> metrics.Scores:
-    pred = pipeline.predict(X)
     proba = (
         pipeline.predict_proba(X)
         if task == "classification" and hasattr(pipeline, "predict_proba")
         else None
     )
+    ensemble = pipeline[-1]
+    if proba is not None and isinstance(ensemble, _PREDICT_IS_ARGMAX):
+        # Their predict is exactly this (scikit-learn's own code): one pass over the members
+        # instead of two, which on a large table is seconds of a forest's training.
+        pred = ensemble.classes_.take(np.argmax(proba, axis=1), axis=0)
+    else:
+        pred = pipeline.predict(X)
     return metrics.score(task, y, np.asarray(pred), proba, classes)
 
 
