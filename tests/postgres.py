@@ -22,13 +22,14 @@ import glob
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
+
+from tests.network import free_port
 
 REPO_ROOT: Final = Path(__file__).resolve().parents[1]
 TEST_DEPS: Final = REPO_ROOT / "scripts" / "test_deps.sh"
@@ -90,13 +91,6 @@ class _RunAs:
                 entry = pwd.getpwnam(name)
                 return cls(entry.pw_uid, entry.pw_gid)
         raise PostgresUnavailableError("running as root and no unprivileged user to run PostgreSQL")
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 class PostgresServer:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import secrets
-import socket
 import subprocess
 import sys
 import time
@@ -20,6 +19,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
+
+from tests.network import free_port
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -39,13 +40,6 @@ def use_test_credentials() -> None:
     os.environ.update(TEST_CREDENTIALS)
     for name in _IGNORED:
         os.environ.pop(name, None)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 class S3Server:

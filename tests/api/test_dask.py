@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -24,6 +23,7 @@ from app.launcher import EXIT_SETTINGS, check_dependencies, load_settings
 from app.settings import Settings
 from tests.api.conftest import started
 from tests.api.support import Api, forest, iris_frame, records
+from tests.network import free_port
 
 SLOW = 4000  # trees: many seconds on iris, so there is time to act mid-fit
 
@@ -52,9 +52,7 @@ def on_cluster(
 
 
 def _free_address() -> str:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return f"tcp://127.0.0.1:{sock.getsockname()[1]}"
+    return f"tcp://127.0.0.1:{free_port()}"
 
 
 async def _answers(api: Api, model: str, version: int) -> dict[str, Any]:

@@ -23,7 +23,8 @@ from click.testing import CliRunner
 from ensemble_client import Client, ServerUnreachableError
 from ensemble_client.cli import cli
 from tests.api.support import IRIS_FEATURES, iris_frame
-from tests.e2e.server import ROOT, Server, free_port
+from tests.e2e.server import ROOT, Server
+from tests.network import free_port
 
 
 @pytest.fixture(scope="module")

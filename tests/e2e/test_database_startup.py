@@ -8,7 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.e2e.server import ROOT, free_port
+from tests.e2e.server import ROOT
+from tests.network import free_port
 from tests.postgres import PostgresServer
 
 SECRET = "s3cret-Pa55"

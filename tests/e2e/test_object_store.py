@@ -13,7 +13,8 @@ import httpx
 import pytest
 
 from tests.e2e.server import ROOT, Server
-from tests.s3server import S3Server, free_port
+from tests.network import free_port
+from tests.s3server import S3Server
 
 STARTUP_BOUND_S = 60.0
 

@@ -28,7 +28,8 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.e2e.server import ROOT, Server, alive, cmdline, descendants, free_port, in_group
+from tests.e2e.server import ROOT, Server, alive, cmdline, descendants, in_group
+from tests.network import free_port
 
 BOUND_S = 20.0
 TABLE = {

@@ -9,7 +9,6 @@ demand exactly equal predictions, probabilities and OOB scores.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -38,6 +37,7 @@ from ensembles.parallel import MemberPool
 from ensembles.specs import EvaluationSpec, parse_estimator_spec
 from ensembles.training import FittedModel, train
 from ensembles.validation import resolve_ensemble
+from tests.unit.cancel import CancelAfter
 from tests.unit.datasets import training_data
 
 RS = 7
@@ -440,25 +440,9 @@ def test_training_with_progress_equals_a_one_shot_fit(raw: dict[str, Any], threa
             np.testing.assert_array_equal(ours, theirs)
 
 
-class _CancelAfter:
-    """A cancel token that turns on after a number of progress reports."""
-
-    def __init__(self, reports: int) -> None:
-        self.left = reports
-        self.event = threading.Event()
-
-    def tick(self, done: int, total: int, stage: str) -> None:
-        self.left -= 1
-        if self.left <= 0:
-            self.event.set()
-
-    def is_set(self) -> bool:
-        return self.event.is_set()
-
-
 @pytest.mark.parametrize("kind", ["random_forest", "gradient_boosting", "bagging"])
 def test_a_cancelled_fit_stops(kind: str) -> None:
-    token = _CancelAfter(3)
+    token = CancelAfter(3)
     raw = {"kind": kind, "params": {"n_estimators": 200}}
     with pytest.raises(TrainingCancelledError):
         fit("wine", raw, on_progress=token.tick, cancel=token)

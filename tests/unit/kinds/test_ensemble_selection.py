@@ -4,7 +4,6 @@ paper's claim that the selection beats the best single member of its library."""
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 import numpy as np
@@ -25,6 +24,7 @@ from ensembles.kinds.selection import METRICS, bag_size, bagged_selection, greed
 from ensembles.specs import EvaluationSpec, parse_estimator_spec
 from ensembles.training import train
 from ensembles.validation import resolve_ensemble
+from tests.unit.cancel import CancelAfter
 from tests.unit.datasets import training_data
 
 RS = 3
@@ -220,26 +220,12 @@ def test_training_reports_the_selection_and_its_curve_and_refits_on_every_row() 
     assert len(model.pipeline[-1].estimators_[0].classes_) == 3
 
 
-class _CancelAfter:
-    def __init__(self, reports: int) -> None:
-        self.left = reports
-        self.event = threading.Event()
-
-    def tick(self, done: int, total: int, stage: str) -> None:
-        self.left -= 1
-        if self.left <= 0:
-            self.event.set()
-
-    def is_set(self) -> bool:
-        return self.event.is_set()
-
-
 def test_a_cancelled_selection_stops_between_members() -> None:
     data = training_data("wine")
     members = [{"name": f"tree{i}", "kind": "decision_tree"} for i in range(30)]
     raw = {"kind": "ensemble_selection", "estimators": members}
     spec = resolve_ensemble(parse_estimator_spec(raw), "classification")
-    token = _CancelAfter(3)
+    token = CancelAfter(3)
     with pytest.raises(TrainingCancelledError):
         train(data, spec, EvaluationSpec(), RS, on_progress=token.tick, cancel=token)
     assert token.left > -3  # stopped within a member of the cancel, not after all 30

@@ -8,7 +8,6 @@ beats Rvotes at the same number of members is checked on digits, seed by seed.
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 import numpy as np
@@ -24,6 +23,7 @@ from ensembles.kinds.pasting_votes import SMOOTHING, importance_bite, smoothed
 from ensembles.specs import EvaluationSpec, parse_estimator_spec
 from ensembles.training import FittedModel, train
 from ensembles.validation import check_against_rows, resolve_ensemble
+from tests.unit.cancel import CancelAfter
 from tests.unit.datasets import training_data
 
 RS = 5
@@ -214,22 +214,8 @@ def test_training_reports_progress_per_member() -> None:
     assert [d for d, _ in fitting] == list(range(8))  # before each member, and at the end
 
 
-class _CancelAfter:
-    def __init__(self, reports: int) -> None:
-        self.left = reports
-        self.event = threading.Event()
-
-    def tick(self, done: int, total: int, stage: str) -> None:
-        self.left -= 1
-        if self.left <= 0:
-            self.event.set()
-
-    def is_set(self) -> bool:
-        return self.event.is_set()
-
-
 def test_a_cancelled_pasting_votes_stops_between_members() -> None:
-    token = _CancelAfter(4)
+    token = CancelAfter(4)
     with pytest.raises(TrainingCancelledError):
         fit(
             "wine",

@@ -76,3 +76,15 @@ def spawn_child(*args: str, database_url: str | None = None) -> subprocess.Popen
         text=True,
         env=env,
     )
+
+
+def child_line(child: subprocess.Popen[str]) -> str:
+    """The next line a child process printed; the test fails (with its stderr) if none."""
+    import pytest  # here, not at the top: child processes import this module too
+
+    assert child.stdout is not None
+    line = child.stdout.readline().strip()
+    if not line:
+        child.kill()
+        pytest.fail(f"child ended early: {child.communicate()[1]}")
+    return line

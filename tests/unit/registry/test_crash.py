@@ -18,7 +18,7 @@ import pytest
 from ensembles.registry import SqlRegistry
 from ensembles.registry.sql import INTERRUPTED_RUNNING
 
-from .support import publish, spawn_child, temp_files
+from .support import child_line, publish, spawn_child, temp_files
 
 POINTS = [
     "write:1",
@@ -36,23 +36,14 @@ POINTS = [
 pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")
 
 
-def _line(child: subprocess.Popen[str]) -> str:
-    assert child.stdout is not None
-    line = child.stdout.readline().strip()
-    if not line:
-        child.kill()
-        pytest.fail(f"child ended early: {child.communicate()[1]}")
-    return line
-
-
 def _kill_at_point(child: subprocess.Popen[str], point: str) -> tuple[str, int]:
     try:
-        assert _line(child) == "ready"
+        assert child_line(child) == "ready"
         assert child.stdin is not None
         child.stdin.write("go\n")
         child.stdin.flush()
-        _, job_id, number = _line(child).split()
-        assert _line(child) == "at-point", point
+        _, job_id, number = child_line(child).split()
+        assert child_line(child) == "at-point", point
         child.send_signal(signal.SIGKILL)
         assert child.wait(timeout=30) == -signal.SIGKILL
     finally:

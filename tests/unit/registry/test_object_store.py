@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import io
 import signal
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +23,7 @@ from ensembles.registry.stores.location import parse_s3_url
 from ensembles.registry.stores.s3 import S3Store
 from tests.s3server import S3Server
 
-from .support import COLUMNS, parquet_bytes, publish, spawn_child
+from .support import COLUMNS, child_line, parquet_bytes, publish, spawn_child
 
 pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")
 
@@ -151,15 +150,6 @@ def test_an_unreachable_store_is_a_quick_storage_error_and_fails_readiness(
 POINTS = ["part", "uploaded", "commit", "dataset"]
 
 
-def _line(child: subprocess.Popen[str]) -> str:
-    assert child.stdout is not None
-    line = child.stdout.readline().strip()
-    if not line:
-        child.kill()
-        pytest.fail(f"child ended early: {child.communicate()[1]}")
-    return line
-
-
 def test_a_crash_between_upload_and_publish_leaves_nothing_visible_and_is_swept(
     data_dir: Path, s3_store: StoreConfig, s3_server: S3Server
 ) -> None:
@@ -172,13 +162,13 @@ def test_a_crash_between_upload_and_publish_leaves_nothing_visible_and_is_swept(
     jobs: dict[str, str] = {}
     try:
         for child in children.values():
-            assert _line(child) == "ready"
+            assert child_line(child) == "ready"
         for point, child in children.items():  # one at a time: each stops at its point
             assert child.stdin is not None
             child.stdin.write("go\n")
             child.stdin.flush()
-            jobs[point] = _line(child).split()[1]
-            assert _line(child) == "at-point", point
+            jobs[point] = child_line(child).split()[1]
+            assert child_line(child) == "at-point", point
             child.send_signal(signal.SIGKILL)
             assert child.wait(timeout=30) == -signal.SIGKILL
     finally:
