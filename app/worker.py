@@ -120,17 +120,23 @@ def _watch_server(server_alive: Connection, gone: threading.Event) -> None:
 
 
 class _Progress:
-    """Writes progress at most every PROGRESS_INTERVAL_S, and at every change of stage."""
+    """Writes progress at most every PROGRESS_INTERVAL_S, and at every change of stage and
+    a stage's last count (300/300 would otherwise be skipped, and the job read 208/300
+    until the next stage)."""
 
     def __init__(self, registry: Registry, job_id: str) -> None:
         self.registry, self.job_id = registry, job_id
         self.last, self.stage = 0.0, ""
+        self.written: tuple[int, int, str] | None = None
 
     def __call__(self, done: int, total: int, stage: str) -> None:
         now = time.monotonic()
-        if stage == self.stage and now - self.last < PROGRESS_INTERVAL_S:
+        counted = 0 < total <= done
+        if stage == self.stage and now - self.last < PROGRESS_INTERVAL_S and not counted:
             return
-        self.last, self.stage = now, stage
+        if (done, total, stage) == self.written:
+            return
+        self.last, self.stage, self.written = now, stage, (done, total, stage)
         try:
             self.registry.update_progress(self.job_id, done, total, stage)
         except StorageError as exc:  # progress is advisory; training goes on

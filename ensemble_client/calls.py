@@ -18,7 +18,7 @@ from urllib.parse import quote
 
 import httpx
 
-from ensemble_client.errors import ApiError, api_error
+from ensemble_client.errors import ApiError, InvalidArgumentError, api_error
 
 T = TypeVar("T")
 
@@ -76,10 +76,19 @@ Step = Call | Pause
 Operation = Generator[Step, Any, T]
 
 
-def segment(value: str | int) -> str:
-    """A value as one URL path segment (names are validated by the server; this only
-    makes sure a stray ``/`` or ``?`` cannot change the path)."""
-    return quote(str(value), safe="")
+def segment(value: str | int, what: str = "name") -> str:
+    """A value as one URL path segment; ``what`` names it in the error.
+
+    Quoting is not enough: servers decode ``%2F`` before routing, so ``x/aliases/y`` would
+    reach another route. A ``/``, an empty value, ``.`` or ``..`` is refused instead
+    (``InvalidArgumentError``); names are otherwise validated by the server.
+    """
+    text = str(value)
+    if "/" in text:
+        raise InvalidArgumentError(f"{what} {text!r} contains '/', which no {what} has")
+    if text in ("", ".", ".."):
+        raise InvalidArgumentError(f"{what} {text!r} cannot be one part of a URL path")
+    return quote(text, safe="")
 
 
 @dataclass(frozen=True)

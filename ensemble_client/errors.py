@@ -61,6 +61,11 @@ class ServerUnreachableError(EnsembleClientError, ConnectionError):
         super().__init__(f"cannot reach the Ensemble service at {url}: {reason}")
 
 
+class InvalidArgumentError(EnsembleClientError, ValueError):
+    """An argument the client refuses before sending anything: a URL that is not http(s),
+    an API key that cannot be an HTTP header, a name that would change a request's path."""
+
+
 class ApiError(EnsembleClientError):
     """A problem answered by the service: ``status``, ``code``, ``detail`` and ``errors``."""
 

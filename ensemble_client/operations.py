@@ -17,6 +17,7 @@ from ensemble_client import tables
 from ensemble_client.calls import Call, Operation, Pause, segment
 from ensemble_client.errors import (
     ArtifactIntegrityError,
+    InvalidArgumentError,
     NotFoundError,
     Problem,
     WaitTimeoutError,
@@ -49,11 +50,11 @@ def _delete(path: str) -> Call:
 
 
 def _model(name: str) -> str:
-    return f"/v1/models/{segment(name)}"
+    return f"/v1/models/{segment(name, 'model name')}"
 
 
 def _version(name: str, ref: str | int) -> str:
-    return f"{_model(name)}/versions/{segment(ref)}"
+    return f"{_model(name)}/versions/{segment(ref, 'version reference')}"
 
 
 # --- service ---------------------------------------------------------------------------
@@ -103,15 +104,21 @@ def list_datasets() -> Operation[list[Dataset]]:
 
 
 def get_dataset(dataset_id: str) -> Operation[Dataset]:
-    response = yield _get(f"/v1/datasets/{segment(dataset_id)}")
+    response = yield _get(f"/v1/datasets/{segment(dataset_id, 'dataset id')}")
     return Dataset.model_validate_json(response.content)
 
 
 def resolve_dataset(id_or_name: str) -> Operation[Dataset]:
-    """A dataset by id, else the newest dataset of that name."""
-    response = yield _get(f"/v1/datasets/{segment(id_or_name)}", ok=(200, 404, 422))
-    if response.status_code == 200:
-        return Dataset.model_validate_json(response.content)
+    """A dataset by id, else the newest dataset of that name (a free text: ``iris/v2``
+    cannot be an id, so it is looked for among the names alone)."""
+    try:
+        path = f"/v1/datasets/{segment(id_or_name, 'dataset id')}"
+    except InvalidArgumentError:
+        path = None
+    if path is not None:
+        response = yield _get(path, ok=(200, 404, 422))
+        if response.status_code == 200:
+            return Dataset.model_validate_json(response.content)
     listing = yield _get("/v1/datasets")
     named = [d for d in _DATASETS.validate_json(listing.content) if d.name == id_or_name]
     if named:  # the list is newest first
@@ -121,7 +128,7 @@ def resolve_dataset(id_or_name: str) -> Operation[Dataset]:
 
 
 def delete_dataset(dataset_id: str) -> Operation[None]:
-    yield _delete(f"/v1/datasets/{segment(dataset_id)}")
+    yield _delete(f"/v1/datasets/{segment(dataset_id, 'dataset id')}")
 
 
 # --- jobs ------------------------------------------------------------------------------
@@ -134,12 +141,12 @@ def list_jobs(status: str | None, model: str | None, limit: int | None) -> Opera
 
 
 def get_job(job_id: str) -> Operation[Job]:
-    response = yield _get(f"/v1/jobs/{segment(job_id)}")
+    response = yield _get(f"/v1/jobs/{segment(job_id, 'job id')}")
     return Job.model_validate_json(response.content)
 
 
 def cancel_job(job_id: str) -> Operation[Job]:
-    response = yield Call("POST", f"/v1/jobs/{segment(job_id)}/cancel", ok=(202,))
+    response = yield Call("POST", f"/v1/jobs/{segment(job_id, 'job id')}/cancel", ok=(202,))
     return Job.model_validate_json(response.content)
 
 
@@ -251,13 +258,13 @@ def delete_version(name: str, version: int) -> Operation[None]:
 
 
 def set_alias(name: str, alias: str, version: int) -> Operation[Alias]:
-    path = f"{_model(name)}/aliases/{segment(alias)}"
+    path = f"{_model(name)}/aliases/{segment(alias, 'alias')}"
     response = yield Call("PUT", path, json={"version": version}, idempotent=True)
     return Alias.model_validate_json(response.content)
 
 
 def remove_alias(name: str, alias: str) -> Operation[None]:
-    yield _delete(f"{_model(name)}/aliases/{segment(alias)}")
+    yield _delete(f"{_model(name)}/aliases/{segment(alias, 'alias')}")
 
 
 def download_artifact(

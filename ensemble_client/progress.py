@@ -36,8 +36,14 @@ def describe(job: Job) -> str:
 
 
 class Bar:
-    """A rich progress bar for one job; the bar restarts when the stage changes (each
-    stage counts its own units: trees fitted, folds scored), so the ETA is the stage's."""
+    """A rich progress bar for one job, a line per counted stage (each stage counts its own
+    units: trees fitted, folds scored, so the ETA is the stage's).
+
+    Polling sees a stage's count now and then (1/300, 208/300, then the next stage): a stage
+    the job has left is shown at its last count, N/N, and keeps its line; a stage without a
+    count (preprocessing, 0/1) gives its line to the next. The job's success completes the
+    stage it ended in.
+    """
 
     def __init__(self, console: Any = None) -> None:
         from rich.console import Console
@@ -64,6 +70,7 @@ class Bar:
         )
         self._task: Any = None
         self._stage: str | None = None
+        self._total: int | None = None
         self._started = False
 
     def update(self, job: Job) -> None:
@@ -72,17 +79,24 @@ class Bar:
         if job.status == "succeeded":
             total = total or 1
             done = total
-        description = describe(job)
         if not self._started:
             self._progress.start()
             self._started = True
+        if self._task is not None and job.progress.stage != self._stage:
+            self._leave_stage()
         if self._task is None:
-            self._task = self._progress.add_task(description, total=total, completed=done)
-        elif job.progress.stage != self._stage:
-            self._progress.reset(self._task, total=total, completed=done, description=description)
+            self._task = self._progress.add_task(describe(job), total=total)
+        self._progress.update(self._task, total=total, completed=done, description=describe(job))
+        self._stage, self._total = job.progress.stage, total
+
+    def _leave_stage(self) -> None:
+        """The stage is over: a counted one shows N/N and stays, the others go."""
+        if self._total is not None and self._total > 1:
+            self._progress.update(self._task, completed=self._total)
+            self._progress.stop_task(self._task)
         else:
-            self._progress.update(self._task, total=total, completed=done, description=description)
-        self._stage = job.progress.stage
+            self._progress.remove_task(self._task)
+        self._task = None
 
     def close(self) -> None:
         if self._started:

@@ -16,7 +16,7 @@ from typing import TypeVar
 import httpx
 
 from ensemble_client.calls import Call, Operation, Pause, RetryPolicy, checked
-from ensemble_client.errors import ServerUnreachableError
+from ensemble_client.errors import InvalidArgumentError, ServerUnreachableError
 
 T = TypeVar("T")
 log = logging.getLogger("ensemble_client")
@@ -26,17 +26,60 @@ DEFAULT_TIMEOUT_S = 60.0
 
 
 def base_url(url: str | None) -> str:
-    """The service's base URL: the argument, else ``ENSEMBLE_URL``, else the default."""
-    chosen = url or os.environ.get("ENSEMBLE_URL") or DEFAULT_URL
-    if "://" not in chosen:
-        chosen = f"http://{chosen}"
-    return chosen.rstrip("/")
+    """The service's base URL: the argument, else ``ENSEMBLE_URL``, else the default;
+    ``InvalidArgumentError`` unless it is an http(s) URL with a host."""
+    given = url or os.environ.get("ENSEMBLE_URL") or DEFAULT_URL
+    chosen = given if "://" in given else f"http://{given}"
+    chosen = chosen.rstrip("/")
+    _check_url(chosen, given)
+    return chosen
+
+
+def _check_url(url: str, given: str) -> None:
+    try:
+        parsed = httpx.URL(url)
+    except httpx.InvalidURL as exc:
+        reason = str(exc)
+    else:
+        if parsed.scheme not in ("http", "https"):
+            reason = f"the scheme is {parsed.scheme!r}"
+        elif not parsed.host:
+            reason = "it has no host"
+        elif parsed.port is not None and not 0 < parsed.port < 65536:
+            reason = f"port {parsed.port} is not from 1 to 65535"
+        else:
+            return
+    raise InvalidArgumentError(
+        f"the service URL {given!r} cannot be used ({reason}): give an http:// or https:// "
+        "URL such as http://127.0.0.1:8000 (ENSEMBLE_URL)"
+    )
 
 
 def auth_headers(api_key: str | None) -> dict[str, str]:
-    """``Authorization: Bearer`` from the argument, else ``ENSEMBLE_API_KEY``."""
+    """``Authorization: Bearer`` from the argument, else ``ENSEMBLE_API_KEY``;
+    ``InvalidArgumentError`` for a key that cannot be a header (never quoted: a secret)."""
     key = api_key if api_key is not None else os.environ.get("ENSEMBLE_API_KEY")
-    return {"Authorization": f"Bearer {key}"} if key else {}
+    if not key:
+        return {}
+    bad = next((i for i, char in enumerate(key) if not " " <= char <= "~"), None)
+    if bad is not None or key != key.strip():
+        where = (
+            "has a space at an end"
+            if bad is None
+            else f"has {_kind(key[bad])} at position {bad + 1}"
+        )
+        raise InvalidArgumentError(
+            f"the API key {where}: a key is printable ASCII, sent as an HTTP header "
+            "(ENSEMBLE_API_KEY)"
+        )
+    return {"Authorization": f"Bearer {key}"}
+
+
+def _kind(char: str) -> str:
+    """A character of a secret, described without showing it."""
+    if char in "\r\n":
+        return "a line break"
+    return "a control character" if char < " " or char == "\x7f" else "a non-ASCII character"
 
 
 def _unreachable(url: str, exc: httpx.TransportError) -> ServerUnreachableError:

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ensemble_client.errors import MissingDependencyError
+from ensemble_client.errors import InvalidArgumentError, MissingDependencyError
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -101,9 +101,24 @@ def read_table(path: str | os.PathLike[str]) -> pd.DataFrame:
     return frame
 
 
+WRITABLE_SUFFIXES = (".csv", ".parquet", ".pq", ".jsonl", ".ndjson", ".json")
+
+
+def check_writable_suffix(path: str | os.PathLike[str]) -> None:
+    """``InvalidArgumentError`` unless the suffix names a format ``write_table`` writes:
+    a guess (CSV for ``out.xyz``) would hide a typo."""
+    if Path(path).suffix.lower() not in WRITABLE_SUFFIXES:
+        raise InvalidArgumentError(
+            f"cannot tell the format of {os.fspath(path)!r} from its suffix: end it with "
+            + ", ".join(WRITABLE_SUFFIXES)
+        )
+
+
 def write_table(frame: pd.DataFrame, path: str | os.PathLike[str]) -> None:
-    """Write a DataFrame as CSV, Parquet or JSON Lines, by the path's suffix; atomically
-    (a temporary file renamed into place), so a reader never sees half a file."""
+    """Write a DataFrame as CSV, Parquet or JSON Lines, by the path's suffix (one of
+    ``WRITABLE_SUFFIXES``); atomically (a temporary file renamed into place), so a reader
+    never sees half a file."""
+    check_writable_suffix(path)
     target = Path(path)
     partial = target.with_name(f".{target.name}.partial")
     suffix = target.suffix.lower()

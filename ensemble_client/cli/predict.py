@@ -8,8 +8,8 @@ from pathlib import Path
 import click
 
 from ensemble_client.cli import render
-from ensemble_client.cli.app import State, cli, json_option, split_ref
-from ensemble_client.tables import read_table, write_table
+from ensemble_client.cli.app import USAGE, State, cli, fail, json_option, split_ref
+from ensemble_client.tables import check_writable_suffix, read_table, write_table
 
 pass_state = click.make_pass_decorator(State, ensure=True)
 MAX_ROWS_SHOWN = 1000
@@ -44,6 +44,8 @@ def predict(
     ensemble predict iris-rf@production flowers.csv -o predictions.csv --proba
     """
     model, ref = split_ref(model_ref)
+    if output not in (None, "-"):
+        check_output(output)
     try:
         rows = read_table(file)
     except (ValueError, OSError) as exc:  # pandas' parser errors are ValueErrors
@@ -58,7 +60,10 @@ def predict(
     if output == "-":
         frame.to_csv(sys.stdout, index=False)
     elif output is not None:
-        write_table(frame, output)
+        try:
+            write_table(frame, output)
+        except OSError as exc:
+            fail(f"--output {output!r}: cannot write it ({exc.strerror or exc})", USAGE)
         click.echo(f"wrote {len(frame)} predictions of {model} v{result.version} to {output}",
                    err=True)  # fmt: skip
     if state.json:
@@ -72,6 +77,15 @@ def predict(
         out.print(render.table(f"{model} v{result.version}", columns, cells))
         if len(frame) > MAX_ROWS_SHOWN:
             out.print(f"... {len(frame) - MAX_ROWS_SHOWN} more rows: write them with -o FILE")
+
+
+def check_output(output: str) -> None:
+    """Before predicting: a format known by its suffix, in a folder that exists."""
+    check_writable_suffix(output)  # InvalidArgumentError: exit 2 listing the suffixes
+    folder = Path(output).parent
+    if not folder.is_dir():
+        fail(f"--output {output!r}: there is no folder {str(folder)!r}; create it or write "
+             "elsewhere", USAGE)  # fmt: skip
 
 
 @cli.command()

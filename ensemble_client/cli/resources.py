@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from ensemble_client.cli import render
-from ensemble_client.cli.app import PROBLEM, State, cli, json_option, split_ref
+from ensemble_client.cli.app import PROBLEM, State, cli, json_option, model_name, split_ref
 from ensemble_client.cli.waiting import follow
 
 pass_state = click.make_pass_decorator(State, ensure=True)
@@ -144,7 +144,7 @@ def models_list(state: State) -> None:
 
 
 @models.command("show")
-@click.argument("model")
+@click.argument("model", callback=model_name)
 @json_option
 @pass_state
 def models_show(state: State, model: str) -> None:
@@ -158,7 +158,7 @@ def models_show(state: State, model: str) -> None:
 
 
 @models.command("delete")
-@click.argument("model")
+@click.argument("model", callback=model_name)
 @json_option
 @pass_state
 def models_delete(state: State, model: str) -> None:
@@ -173,7 +173,7 @@ def versions() -> None:
 
 
 @versions.command("list")
-@click.argument("model")
+@click.argument("model", callback=model_name)
 @json_option
 @pass_state
 def versions_list(state: State, model: str) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from ensemble_client.cli import render
-from ensemble_client.cli.app import PROBLEM, State, cli, json_option
+from ensemble_client.cli.app import PROBLEM, State, cli, echo_problem, json_option, model_name
 from ensemble_client.cli.waiting import follow
 from ensemble_client.errors import job_error
 from ensemble_client.models import Job
@@ -64,7 +64,7 @@ def training_request(
 
 
 @cli.command()
-@click.argument("model")
+@click.argument("model", callback=model_name)
 @click.option("--dataset", "-d", help="Dataset id, or a name (its newest dataset).")
 @click.option("--target", "-t", help="The column to predict.")
 @click.option("--kind", "-k", help="Ensemble kind, e.g. random_forest (see `ensemble kinds`).")
@@ -140,9 +140,7 @@ def train(
     ended = follow(state, job)
     if ended.status != "succeeded":
         error = job_error(ended)
-        click.echo(f"error: {error.detail}", err=True)
-        for item in error.errors:
-            click.echo(f"  {'.'.join(map(str, item.loc))}: {item.msg}", err=True)
+        echo_problem(error.detail, error.errors)
         if state.json:
             render.echo_json(ended)
         raise click.exceptions.Exit(PROBLEM)
