@@ -146,9 +146,10 @@ def _not_understood(state: State, exc: ValidationError) -> None:
         raise exc
     url = state._client.url if state._client is not None else "the service"
     first = exc.errors()[0]
-    where = ".".join(str(part) for part in first["loc"]) or "(answer)"
-    fail(f"the answer of {url} is not what this client expects ({where}: {first['msg']}); "
-         "is it the Ensemble service?", PROBLEM)  # fmt: skip
+    where = ".".join(str(part) for part in first["loc"])
+    what = f"{where}: {first['msg']}" if where else first["msg"]
+    fail(f"the answer of {url} is not what this client expects ({what}); is it the "
+         "Ensemble service?", PROBLEM)  # fmt: skip
 
 
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})

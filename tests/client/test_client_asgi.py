@@ -22,6 +22,7 @@ from ensemble_client import (
     AsyncClient,
     ConflictError,
     Dataset,
+    InvalidArgumentError,
     InvalidRequestError,
     NotFoundError,
     RateLimitedError,
@@ -251,3 +252,33 @@ async def test_kinds_and_health(served: Served) -> None:
     assert (await served.client.health()).status == "ok"
     ready = await served.client.ready()
     assert ready.checks["database"] == "ok"
+
+
+async def test_a_name_never_becomes_more_path_segments(served: Served) -> None:
+    """``x/aliases/y`` quoted is ``x%2Faliases%2Fy``, which servers decode before routing:
+    refused (a ValueError naming it) before anything is sent."""
+    client, front = served.client, served.front
+    await client.models.alias("iris-rf", "y", 1)
+    start = len(front.seen)
+    refused = {
+        "model name 'iris-rf/aliases/y' contains '/'": client.models.delete("iris-rf/aliases/y"),
+        "model name 'iris-rf/versions/1' contains '/'": client.models.get("iris-rf/versions/1"),
+        "version reference '1/artifact' contains '/'": client.versions.get("iris-rf", "1/artifact"),
+        "alias '../y' contains '/'": client.models.remove_alias("iris-rf", "../y"),
+        "job id '..' cannot be one part of a URL path": client.jobs.get(".."),
+        "dataset id '' cannot be one part of a URL path": client.datasets.delete(""),
+    }
+    for message, call in refused.items():
+        with pytest.raises(InvalidArgumentError) as caught:
+            await call
+        assert isinstance(caught.value, ValueError) and str(caught.value).startswith(message)
+    assert len(front.seen) == start
+    assert (await client.models.get("iris-rf")).aliases == {"y": 1}
+    await client.models.remove_alias("iris-rf", "y")
+
+
+async def test_a_dataset_name_with_a_slash_is_found_by_name(served: Served) -> None:
+    """A dataset's name is free text: one that cannot be an id is looked for by name."""
+    uploaded = await served.client.datasets.upload(iris_frame().head(30), name="iris/v2")
+    assert (await served.client.datasets.resolve("iris/v2")).id == uploaded.id
+    await served.client.datasets.delete(uploaded.id)

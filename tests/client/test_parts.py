@@ -1,27 +1,36 @@
-"""The client's parts without a server: retry timing, problems, tables, the CLI's parsing
-and sparklines, and importing without the optional libraries."""
+"""The client's parts without a server: retry timing, problems, tables, the CLI's parsing,
+sparklines and progress bar, and importing without the optional libraries."""
 
 from __future__ import annotations
 
 import email.utils
+import io
 import math
+import re
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import click
 import httpx
 import numpy as np
 import pandas as pd
 import pytest
+from click.testing import CliRunner
+from rich.console import Console
 
+from ensemble_client import AsyncClient, Client, InvalidArgumentError, Job
 from ensemble_client.calls import Call, RetryPolicy, retry_after
-from ensemble_client.cli.app import split_ref
+from ensemble_client.cli.app import Group, State, for_cli, split_ref
 from ensemble_client.cli.render import sparkline
 from ensemble_client.cli.train import parse_pairs
 from ensemble_client.errors import ServerError, api_error
+from ensemble_client.names import MODEL_NAME_PATTERN, is_model_name
+from ensemble_client.progress import Bar
 from ensemble_client.sessions import auth_headers, base_url
-from ensemble_client.tables import frame_rows
+from ensemble_client.tables import frame_rows, write_table
+from ensembles.registry import names as service_names
 from tests.e2e.server import ROOT
 
 GET = Call("GET", "/v1/models", idempotent=True)
@@ -150,3 +159,110 @@ def test_the_client_imports_with_httpx_and_pydantic_alone() -> None:
         "a prediction as a DataFrame needs pandas: "
         "pip install 'ensemble-service[client-pandas]' (pandas and pyarrow)"
     )
+
+
+@pytest.mark.parametrize(
+    ("url", "reason"),
+    [
+        ("::::", "Invalid port"),
+        ("ftp://127.0.0.1:8000", "the scheme is 'ftp'"),
+        ("http://", "it has no host"),
+        ("127.0.0.1:70000", "port 70000 is not from 1 to 65535"),
+    ],
+)
+def test_a_url_that_is_not_http_is_refused_before_sending(url: str, reason: str) -> None:
+    for make in (Client, AsyncClient):
+        with pytest.raises(InvalidArgumentError) as caught:
+            make(url)
+        assert isinstance(caught.value, ValueError)
+        assert str(caught.value).startswith(f"the service URL {url!r} cannot be used ({reason}")
+
+
+@pytest.mark.parametrize(
+    ("key", "what"),
+    [
+        ("ключ", "has a non-ASCII character at position 1"),
+        ("secret\n", "has a line break at position 7"),
+        ("sec\tret", "has a control character at position 4"),
+        (" secret", "has a space at an end"),
+    ],
+)
+def test_an_api_key_that_cannot_be_a_header_is_refused_unshown(key: str, what: str) -> None:
+    with pytest.raises(InvalidArgumentError) as caught:
+        Client("http://127.0.0.1:8000", api_key=key)
+    assert str(caught.value).startswith(f"the API key {what}: ")
+    assert "secret" not in str(caught.value) and "ключ" not in str(caught.value)
+
+
+def test_the_model_name_rule_is_the_services() -> None:
+    assert MODEL_NAME_PATTERN == service_names.MODEL_NAME_PATTERN
+    for name in ("iris-rf", "a", "A.b_c-1", "x/aliases/y", "-x", "", "a\n", "é", "a" * 129):
+        assert is_model_name(name) == service_names.is_model_name(name), name
+
+
+def test_an_unknown_output_suffix_is_refused_not_written_as_csv(tmp_path: Path) -> None:
+    with pytest.raises(InvalidArgumentError, match=r"'.*out\.xyz' from its suffix: end it "
+                       r"with \.csv, \.parquet, \.pq, \.jsonl, \.ndjson, \.json"):  # fmt: skip
+        write_table(pd.DataFrame({"a": [1]}), tmp_path / "out.xyz")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_cli_messages_point_to_the_command_not_the_route() -> None:
+    assert for_cli("unknown kind 'random_forrest'; see GET /v1/kinds") == (
+        "unknown kind 'random_forrest'; see `ensemble kinds`"
+    )
+    assert for_cli("unknown kind 'random_forrest' (did you mean 'random_forest'?)") == (
+        "unknown kind 'random_forrest' (did you mean 'random_forest'?); see `ensemble kinds`"
+    )
+    assert for_cli("no column 'nope' in the table") == "no column 'nope' in the table"
+
+
+@click.group(cls=Group)
+def broken() -> None:
+    """A group of the CLI's class with a command that fails as no one expected."""
+
+
+@broken.command()
+def divide() -> None:
+    print(1 / 0)
+
+
+def test_an_unexpected_error_is_one_line_unless_debugging() -> None:
+    result = CliRunner().invoke(broken, ["divide"], obj=State())
+    assert result.exit_code == 1
+    assert result.output.splitlines() == [
+        "error: ZeroDivisionError: division by zero (--debug shows the traceback)"
+    ]
+    debugging = CliRunner().invoke(broken, ["divide"], obj=State(debug=True))
+    assert isinstance(debugging.exception, ZeroDivisionError)
+
+
+def job_state(status: str, done: int, total: int, stage: str) -> Job:
+    return Job.model_validate(
+        {"id": "job_1", "status": status, "model": "iris-rf", "version": 1,
+         "created_at": "2026-01-01T00:00:00Z",
+         "progress": {"done": done, "total": total, "stage": stage}}
+    )  # fmt: skip
+
+
+def test_the_bar_shows_a_stages_last_count_when_the_job_moves_on() -> None:
+    """Polled states skip 300/300 (1/300, 208/300, then evaluating): the fitting line still
+    ends at 300/300; an uncounted stage gives its line to the next."""
+    out = io.StringIO()
+    bar = Bar(Console(file=out, force_terminal=True, width=120, color_system=None))
+    for state in [
+        job_state("queued", 0, 0, "queued"),
+        job_state("running", 0, 1, "preprocessing"),
+        job_state("running", 1, 300, "fitting"),
+        job_state("running", 208, 300, "fitting"),
+        job_state("running", 0, 1, "evaluating"),
+        job_state("succeeded", 0, 1, "compiling"),
+    ]:
+        bar.update(state)
+    bar.close()
+    final = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", out.getvalue().split("\x1b[1A")[-1])
+    lines = [[w for w in line.split() if "━" not in w][:4] for line in final.splitlines()]
+    assert [" ".join(words) for words in lines if words] == [
+        "iris-rf v1 fitting 300/300",
+        "iris-rf v1 compiling 1/1",
+    ], out.getvalue()

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from importlib import import_module
 from pathlib import Path
 
+import httpx
 import joblib
 import pandas as pd
 import pytest
@@ -43,10 +44,10 @@ def iris_csv(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def ensemble(
-    server: Server | None, *args: str, url: str | None = None
+    server: Server | None, *args: str, url: str | None = None, **env_vars: str
 ) -> subprocess.CompletedProcess[str]:
     """``python -m ensemble_client ARGS`` (the console script before installation)."""
-    env = {**os.environ, "ENSEMBLE_URL": url or (server.url if server else "")}
+    env = {**os.environ, "ENSEMBLE_URL": url or (server.url if server else ""), **env_vars}
     return subprocess.run(
         [sys.executable, "-m", "ensemble_client", *args], cwd=ROOT, env=env,
         capture_output=True, text=True, timeout=300, check=False,
@@ -170,3 +171,105 @@ def test_the_ensemble_console_script_is_declared() -> None:
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
     module, _, name = scripts["ensemble"].partition(":")
     assert getattr(import_module(module), name) is import_module("ensemble_client.cli").main
+
+
+@pytest.fixture(scope="module")
+def trained(server: Server, iris_csv: Path) -> str:
+    """A model with a version and an alias ``y``, for the refusals below."""
+    with Client(server.url) as client:
+        client.datasets.upload(iris_csv, name="refusals")
+        client.models.train("refused", dataset="refusals", target="species",
+                            ensemble="random_forest", params={"n_estimators": 5},
+                            progress=False)  # fmt: skip
+        client.models.alias("refused", "y", 1)
+    return "refused"
+
+
+USAGE_ERRORS = [
+    pytest.param(["predict", "refused", "{rows}", "-o", "{tmp}/missing/out.csv"], {},
+                 "--output '{tmp}/missing/out.csv': there is no folder '{tmp}/missing'",
+                 id="output-folder-missing"),
+    pytest.param(["predict", "refused", "{rows}", "-o", "{tmp}/out.xyz"], {},
+                 "cannot tell the format of '{tmp}/out.xyz' from its suffix: end it with "
+                 ".csv, .parquet, .pq, .jsonl, .ndjson, .json", id="output-suffix-unknown"),
+    pytest.param(["models", "list"], {"ENSEMBLE_API_KEY": "ключ"},
+                 "the API key has a non-ASCII character at position 1", id="key-not-ascii"),
+    pytest.param(["models", "list"], {"ENSEMBLE_API_KEY": "k\n"},
+                 "the API key has a line break at position 2", id="key-with-a-newline"),
+    pytest.param(["models", "list"], {"ENSEMBLE_URL": "::::"},
+                 "the service URL '::::' cannot be used", id="url-not-a-url"),
+    pytest.param(["models", "list"], {"ENSEMBLE_URL": "ftp://{host}"},
+                 "the service URL 'ftp://{host}' cannot be used (the scheme is 'ftp')",
+                 id="url-ftp"),
+    pytest.param(["models", "show", "refused/versions/1"], {},
+                 "MODEL 'refused/versions/1' is not a model name", id="model-name-with-a-path"),
+    pytest.param(["models", "delete", "refused/aliases/y"], {},
+                 "MODEL 'refused/aliases/y' is not a model name", id="delete-reaching-an-alias"),
+    pytest.param(["versions", "delete", "refused/aliases/y@1"], {},
+                 "MODEL 'refused/aliases/y' is not a model name", id="model-ref-with-a-path"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("args", "env", "message"), USAGE_ERRORS)
+def test_a_usage_error_is_one_line_and_exit_2_never_a_traceback(
+    server: Server, trained: str, tmp_path: Path, args: list[str], env: dict[str, str],
+    message: str,
+) -> None:  # fmt: skip
+    """Nothing is sent, nothing is written: the line says what to fix."""
+    rows = tmp_path / "rows.csv"
+    iris_frame()[IRIS_FEATURES].head(4).to_csv(rows, index=False)
+    fill = {"rows": str(rows), "tmp": str(tmp_path), "host": server.url.split("://")[1]}
+    done = ensemble(server, *[a.format(**fill) for a in args],
+                    **{k: v.format(**fill) for k, v in env.items()})  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {message.format(**fill)}"), lines
+    assert "Traceback" not in done.stderr + done.stdout
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rows.csv"]
+    with Client(server.url) as client:
+        assert client.models.get(trained).aliases == {"y": 1}
+
+
+def test_an_unknown_kind_points_to_the_kinds_command(server: Server, trained: str) -> None:
+    done = ensemble(server, "train", "typo", "-d", "refusals", "-t", "species",
+                    "-k", "random_forrest")  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    assert "see `ensemble kinds`" in done.stderr and "/v1/kinds" not in done.stderr
+
+
+@pytest.fixture
+def other_service(tmp_path: Path) -> Iterator[str]:
+    """Python's own file server on a loopback port: it answers 200, but not the service's
+    answers (``/v1/models`` is a file of something else)."""
+    (tmp_path / "v1").mkdir()
+    (tmp_path / "v1" / "models").write_text('{"models": "elsewhere"}')
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1",
+         "--directory", str(tmp_path)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                httpx.get(f"{url}/v1/models", timeout=1)
+                break
+            except httpx.TransportError:
+                time.sleep(0.1)
+        yield url
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def test_an_answer_that_is_not_the_services_is_one_line(other_service: str) -> None:
+    """An unexpected answer: one line and exit 1; ENSEMBLE_DEBUG=1 shows the traceback."""
+    done = ensemble(None, "models", "list", url=other_service)
+    assert done.returncode == 1, done.stderr
+    (line,) = done.stderr.splitlines()
+    start = f"error: the answer of {other_service} is not what this client expects ("
+    assert line.startswith(start) and line.endswith("); is it the Ensemble service?")
+    debugging = ensemble(None, "models", "list", url=other_service, ENSEMBLE_DEBUG="1")
+    assert debugging.returncode == 1 and "Traceback" in debugging.stderr
