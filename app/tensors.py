@@ -322,9 +322,11 @@ def _from_json(flat: list[Any], datatype: str, count: int, label: str) -> np.nda
     target = DATATYPES[datatype]
     if not floating and not np.array_equal(array.astype(target).astype(np.int64), array):
         raise TensorError(f"{label}: an integer is out of range for {datatype}")
-    if floating and np.isinf(array.astype(target)).any() and np.isfinite(array).all():
+    with np.errstate(over="ignore"):  # overflowing is what is looked for
+        narrowed = array.astype(target)
+    if floating and np.isinf(narrowed).any() and np.isfinite(array).all():
         raise TensorError(f"{label}: a number is out of range for {datatype}")
-    return array.astype(target)
+    return narrowed
 
 
 def _odd(flat: Sequence[Any], allowed: set[type]) -> str:
