@@ -225,7 +225,7 @@ def _input(
                 "of binary data are left in the body"
             )
         _check_binary_size(datatype, shape, size, label)
-        _check_rows(shape, position, label, max_rows)
+        _check_row_limit(shape, position, label, max_rows)
         chunk = binary[offset : offset + size]
         data = _from_bytes(chunk, datatype, count, label)
         return Tensor(name, datatype, shape, data, parameters), offset + size
@@ -234,7 +234,7 @@ def _input(
     flat = _flat(raw["data"], label)
     if len(flat) != count:
         raise TensorError(f"{label}: shape holds {count} elements but data has {len(flat)}")
-    _check_rows(shape, position, label, max_rows)
+    _check_row_limit(shape, position, label, max_rows)
     data = _from_json(flat, datatype, count, label)
     return Tensor(name, datatype, shape, data, parameters), offset
 
@@ -259,7 +259,9 @@ def _check_binary_size(datatype: str, shape: tuple[int, ...], size: int, label: 
         )
 
 
-def _check_rows(shape: tuple[int, ...], position: int, label: str, max_rows: int | None) -> None:
+def _check_row_limit(
+    shape: tuple[int, ...], position: int, label: str, max_rows: int | None
+) -> None:
     """A tensor's rows are its first dimension (``[n]``, ``[n, 1]`` or ``[n, n_features]``)."""
     if max_rows is not None and shape[0] > max_rows:
         rows = f"shape {list(shape)} holds {shape[0]} rows"
