@@ -118,7 +118,7 @@ def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
         403: "The API key's role does not allow this request.",
         404: "No such model or version.",
         413: "More rows than ENSEMBLE_MAX_PREDICT_ROWS.",
-        500: "A stored artifact failed its checksum.",
+        500: "A stored artifact failed its checksum, or an unexpected error (logged).",
         503: "Storage unavailable.",
     }
     return {
