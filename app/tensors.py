@@ -7,7 +7,10 @@ without parsing anything itself.  A JSON body is an inference request; a body se
 ``Inference-Header-Content-Length`` header is that many bytes of JSON followed by the raw
 bytes of the inputs whose ``parameters.binary_data_size`` say how long each is (little
 endian, row-major; a ``BYTES`` element is a 4-byte little-endian length and its bytes).
-Every problem is a :class:`TensorError` whose message names the tensor or field.
+Every problem is a :class:`TensorError` whose message names the tensor or field; a tensor
+of more rows (its first dimension) than the limit is a :class:`TooLargeError`.  A declared
+shape is checked against the data actually sent, and against the row limit, before any
+array is made: a shape is only a claim, and memory is spent on what was sent.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ from typing import Any, Final
 
 import numpy as np
 import orjson
+
+from ensembles.errors import Problem, TooLargeError
 
 __all__ = [
     "DATATYPES",
@@ -105,9 +110,12 @@ class OutputTensor:
 # --- requests ----------------------------------------------------------------------------
 
 
-def parse_request(body: bytes, header_length: str | None) -> InferenceRequest:
+def parse_request(
+    body: bytes, header_length: str | None, max_rows: int | None = None
+) -> InferenceRequest:
     """The inference request of ``body``; ``header_length`` is the value of the
-    ``Inference-Header-Content-Length`` header (None without it: the body is all JSON)."""
+    ``Inference-Header-Content-Length`` header (None without it: the body is all JSON);
+    a tensor of more than ``max_rows`` rows is refused before it is decoded."""
     json_part, binary = _split(body, header_length)
     try:
         document = orjson.loads(json_part)
@@ -128,7 +136,7 @@ def parse_request(body: bytes, header_length: str | None) -> InferenceRequest:
     offset = 0
     inputs: list[Tensor] = []
     for position, raw in enumerate(raw_inputs):
-        tensor, offset = _input(raw, position, binary, offset)
+        tensor, offset = _input(raw, position, binary, offset, max_rows)
         if any(t.name == tensor.name for t in inputs):
             raise TensorError(f"input {tensor.name!r} is given twice")
         inputs.append(tensor)
@@ -184,7 +192,9 @@ def _outputs(raw: object) -> tuple[RequestedOutput, ...] | None:
     return tuple(outputs)
 
 
-def _input(raw: object, position: int, binary: bytes, offset: int) -> tuple[Tensor, int]:
+def _input(
+    raw: object, position: int, binary: bytes, offset: int, max_rows: int | None
+) -> tuple[Tensor, int]:
     """One input tensor and the offset of the next input's binary data."""
     if not isinstance(raw, dict):
         raise TensorError(f"inputs[{position}] must be an object")
@@ -214,13 +224,49 @@ def _input(raw: object, position: int, binary: bytes, offset: int) -> tuple[Tens
                 f"{label}: binary_data_size is {size} but only {len(binary) - offset} bytes "
                 "of binary data are left in the body"
             )
+        _check_binary_size(datatype, shape, size, label)
+        _check_row_limit(shape, position, label, max_rows)
         chunk = binary[offset : offset + size]
         data = _from_bytes(chunk, datatype, count, label)
         return Tensor(name, datatype, shape, data, parameters), offset + size
     if "data" not in raw:
         raise TensorError(f"{label} has no 'data' (nor a binary_data_size parameter)")
-    data = _from_json(raw["data"], datatype, count, label)
+    flat = _flat(raw["data"], label)
+    if len(flat) != count:
+        raise TensorError(f"{label}: shape holds {count} elements but data has {len(flat)}")
+    _check_row_limit(shape, position, label, max_rows)
+    data = _from_json(flat, datatype, count, label)
     return Tensor(name, datatype, shape, data, parameters), offset
+
+
+def _check_binary_size(datatype: str, shape: tuple[int, ...], size: int, label: str) -> None:
+    """The elements the shape declares must fit the bytes sent: a fixed size each, or at
+    least a 4-byte length each for ``BYTES`` (checked before anything is allocated for
+    them, so a short body cannot declare a huge tensor)."""
+    count = math.prod(shape)
+    if datatype == "BYTES":
+        if 4 * count > size:
+            raise TensorError(
+                f"{label}: shape {list(shape)} holds {count} BYTES elements, which take at "
+                f"least {4 * count} bytes (a 4-byte length each), but binary_data_size is {size}"
+            )
+        return
+    itemsize = DATATYPES[datatype].itemsize
+    if count * itemsize != size:
+        raise TensorError(
+            f"{label}: shape {list(shape)} holds {count} {datatype} elements, which take "
+            f"{count * itemsize} bytes, but binary_data_size is {size}"
+        )
+
+
+def _check_row_limit(
+    shape: tuple[int, ...], position: int, label: str, max_rows: int | None
+) -> None:
+    """A tensor's rows are its first dimension (``[n]``, ``[n, 1]`` or ``[n, n_features]``)."""
+    if max_rows is not None and shape[0] > max_rows:
+        rows = f"shape {list(shape)} holds {shape[0]} rows"
+        msg = f"{label}: {rows}; at most {max_rows} rows per request"
+        raise TooLargeError(msg, [Problem(("inputs", position, "shape"), msg)])
 
 
 def _shape(raw: object, label: str) -> tuple[int, ...]:
@@ -253,10 +299,8 @@ def _flat(data: object, label: str) -> list[Any]:
     return flat
 
 
-def _from_json(data: object, datatype: str, count: int, label: str) -> np.ndarray[Any, Any]:
-    flat = _flat(data, label)
-    if len(flat) != count:
-        raise TensorError(f"{label}: shape holds {count} elements but data has {len(flat)}")
+def _from_json(flat: list[Any], datatype: str, count: int, label: str) -> np.ndarray[Any, Any]:
+    """Elements already counted against the shape, checked against the datatype."""
     types = set(map(type, flat))
     if datatype == "BYTES":
         if not types <= {str}:
@@ -280,9 +324,11 @@ def _from_json(data: object, datatype: str, count: int, label: str) -> np.ndarra
     target = DATATYPES[datatype]
     if not floating and not np.array_equal(array.astype(target).astype(np.int64), array):
         raise TensorError(f"{label}: an integer is out of range for {datatype}")
-    if floating and np.isinf(array.astype(target)).any() and np.isfinite(array).all():
+    with np.errstate(over="ignore"):  # overflowing is what is looked for
+        narrowed = array.astype(target)
+    if floating and np.isinf(narrowed).any() and np.isfinite(array).all():
         raise TensorError(f"{label}: a number is out of range for {datatype}")
-    return array.astype(target)
+    return narrowed
 
 
 def _odd(flat: Sequence[Any], allowed: set[type]) -> str:
@@ -296,12 +342,7 @@ def _odd(flat: Sequence[Any], allowed: set[type]) -> str:
 def _from_bytes(chunk: bytes, datatype: str, count: int, label: str) -> np.ndarray[Any, Any]:
     if datatype == "BYTES":
         return _bytes_elements(chunk, count, label)
-    dtype = DATATYPES[datatype]
-    if len(chunk) != count * dtype.itemsize:
-        raise TensorError(
-            f"{label}: {count} {datatype} elements take {count * dtype.itemsize} bytes, but "
-            f"binary_data_size is {len(chunk)}"
-        )
+    dtype = DATATYPES[datatype]  # its size checked by _check_binary_size
     array = np.frombuffer(chunk, dtype=np.uint8 if datatype == "BOOL" else dtype)
     if datatype == "BOOL":
         if (array > 1).any():

@@ -5,17 +5,20 @@ Thin, as every router: the adapter (:mod:`app.services.oip`) turns tensors into 
 inference path's rows and its prediction back into tensors.  Errors take the protocol's
 shape, ``{"error": "..."}`` (not RFC 9457 problems, which its clients cannot read): every
 error raised while a route of this router runs, its dependencies' too (a missing key, a
-path parameter out of pattern), is caught by :class:`OipRoute` and re-shaped.
+path parameter out of pattern) and an unexpected one (a 500, logged), is caught by
+:class:`OipRoute` and re-shaped.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Coroutine
 from typing import Annotated, Any, Final
 
 from fastapi import APIRouter, Path, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.bodies import OrjsonRoute
 from app.deps import READ, RegistryDep, RunnerDep, ServicesDep
@@ -46,6 +49,8 @@ OipVersion = Annotated[
     ),
 ]
 LATEST: Final = "latest"
+log = logging.getLogger(__name__)
+_UNEXPECTED: Final = "an unexpected error occurred; it has been logged"
 # Statuses of the protocol: a request the model cannot take is a 400 (not 422 or 415).
 _AS_BAD_REQUEST: Final = frozenset({415, 422})
 
@@ -87,7 +92,17 @@ class OipRoute(OrjsonRoute):
             try:
                 return await handler(request)
             except (TensorError, EnsembleError, RequestValidationError) as exc:
+                if isinstance(exc, EnsembleError) and status_of(exc.code) >= 500:
+                    log.error(
+                        "%s %s failed: %s (%s)", request.method, request.url.path, exc, exc.code
+                    )
                 return error_response(exc)
+            except StarletteHTTPException as exc:
+                body = {"error": str(exc.detail)}
+                return JSONResponse(body, exc.status_code, headers=exc.headers)
+            except Exception:  # the protocol's clients read {"error"}, a 500 included
+                log.exception("unhandled error in %s %s", request.method, request.url.path)
+                return JSONResponse({"error": _UNEXPECTED}, 500)
 
         return handle
 
@@ -103,7 +118,7 @@ def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
         403: "The API key's role does not allow this request.",
         404: "No such model or version.",
         413: "More rows than ENSEMBLE_MAX_PREDICT_ROWS.",
-        500: "A stored artifact failed its checksum.",
+        500: "A stored artifact failed its checksum, or an unexpected error (logged).",
         503: "Storage unavailable.",
     }
     return {

@@ -195,14 +195,15 @@ async def infer(
 def _infer(
     services: Services, name: str, ref: str, body: bytes, header_length: str | None
 ) -> tuple[bytes, int | None]:
-    request = parse_request(body, header_length)  # a 400 before a 404, as /v1's 422
+    max_rows = services.settings.max_predict_rows
+    request = parse_request(body, header_length, max_rows)  # a 400 before a 404, as /v1's 422
     asked = _asked(request)
     record, servable = _loaded(services, name, ref)
     signature = servable.signature
     names = _input_names(request, signature)
     table = _table(request, signature)
     try:
-        checked = check_table(signature, table, services.settings.max_predict_rows)
+        checked = check_table(signature, table, max_rows)
     except TooLargeError as exc:
         raise TooLargeError(f"{exc.detail}: {_listed(exc.problems, names, {})}") from None
     except PredictionInputError as exc:

@@ -12,11 +12,17 @@ rules, column by column:
 
 * numeric features take integer and floating Arrow columns as they are (float64, or int64
   for a complete integer column of an int64 feature); nulls are missing values (refused
-  where training had none), NaN and infinities are refused, as in JSON;
+  where training had none), NaN, infinities and numbers beyond float32's range are
+  refused, as in JSON;
 * any other Arrow type goes through the JSON cell checks (``to_pylist``), so a string in a
   numeric column, a number in a string column or a non-boolean in a boolean column is
   named by row and column, with the same messages (and at most ``MAX_PROBLEMS`` shown);
 * categories training never saw are warned of as in JSON (:func:`unseen_categories`).
+
+Every number of a numeric column must lie within float32's range (±3.4028235e+38, the
+largest float32 as numpy prints it, which a float32 holds): scikit-learn's trees cast their
+input to float32 and refuse what becomes infinite there, and a value no float32 holds is
+no more usable by the other models, so every kind is held to the same range, on every body.
 
 Columns a pandas index was stored in (``pa.Table.from_pandas``, ``DataFrame.to_parquet``)
 are not instances' columns and are skipped silently, as dataset uploads skip them.
@@ -27,7 +33,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from itertools import chain
-from typing import Any, NamedTuple
+from typing import Any, Final, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -37,6 +43,7 @@ from ensembles.errors import PredictionInputError, Problem, TooLargeError, shown
 from ensembles.signature import ModelSignature
 
 __all__ = [
+    "FLOAT32_LIMIT",
     "MAX_PROBLEMS",
     "CheckedColumns",
     "Columns",
@@ -49,7 +56,9 @@ __all__ = [
 
 MAX_PROBLEMS = 50
 MAX_UNSEEN_SHOWN = 10  # rows (with their values) an unseen-category warning names
-_LARGEST_INT = 10**308  # ints beyond this do not fit a float64
+# The largest magnitude taken: float32's largest, as numpy prints it (3.4028235e+38; it
+# rounds to np.finfo(np.float32).max, so a client echoing numpy's figure is not refused).
+FLOAT32_LIMIT: Final = float(str(np.finfo(np.float32).max))
 _PLAIN_TYPES: dict[str, tuple[type, ...]] = {"number": (int, float), "bool": (bool,), "str": (str,)}
 _NOUNS = {"number": "a number", "bool": "a boolean", "str": "a string"}
 _ABSENT = object()  # a record without the column's key
@@ -368,12 +377,19 @@ def _cannot_be_missing(column: FeatureColumn) -> str:
 
 
 def _number_problem(value: object) -> str | None:
-    """JSON allows NaN, Infinity and huge integers; none of them is a usable feature value."""
+    """JSON allows NaN, Infinity and huge numbers; none of them is a usable feature value."""
     if isinstance(value, float) and not math.isfinite(value):
         return f"expected a finite number, got {value!r}"
-    if isinstance(value, int) and not -_LARGEST_INT <= value <= _LARGEST_INT:
-        return "expected a finite number, got an integer too large for a float64"
+    if isinstance(value, int | float) and not -FLOAT32_LIMIT <= value <= FLOAT32_LIMIT:
+        return _beyond_float32(value)
     return None
+
+
+def _beyond_float32(value: float) -> str:
+    return (
+        f"expected a number between {-FLOAT32_LIMIT!r} and {FLOAT32_LIMIT!r} (float32's "
+        f"range, which the models compute in), got {shown(value)}"
+    )
 
 
 def _unusual_value_problem(value: object, family: str) -> str | None:
@@ -475,6 +491,15 @@ def _is_number(kind: pa.DataType) -> bool:
     return bool(pa.types.is_integer(kind) or pa.types.is_floating(kind))
 
 
+def _may_pass_float32(values: np.ndarray[Any, Any]) -> bool:
+    """Might a number of this float column lie beyond float32's range?  Two reductions
+    answer no for most columns without a mask; NaN (a missing value) or infinities send a
+    column to the row-by-row look.  Narrower floats cannot hold such numbers."""
+    if values.dtype.itemsize <= 4 or not values.size:
+        return False
+    return not (values.min() >= -FLOAT32_LIMIT and values.max() <= FLOAT32_LIMIT)
+
+
 def _arrow_numbers(
     feature: FeatureColumn, column: pa.ChunkedArray, allow_missing: bool
 ) -> tuple[_Bad, np.ndarray[Any, Any] | None]:
@@ -491,13 +516,18 @@ def _arrow_numbers(
         msg = _cannot_be_missing(feature)
         bad_rows += [(row, msg) for row in rows[:MAX_PROBLEMS].tolist()]
     if values.dtype.kind == "f":  # NaN and infinities (not the nulls, read as NaN)
-        not_finite = ~np.isfinite(values)
-        if missing is not None:
-            not_finite &= ~missing
+        finite = np.isfinite(values)
+        not_finite = ~finite if missing is None else ~finite & ~missing
         rows = np.flatnonzero(not_finite)
         n_bad += rows.size
         shown = rows[:MAX_PROBLEMS].tolist()
         bad_rows += [(r, f"expected a finite number, got {float(values[r])!r}") for r in shown]
+        if _may_pass_float32(values):
+            rows = np.flatnonzero(finite & (np.abs(values) > FLOAT32_LIMIT))
+            n_bad += rows.size
+            bad_rows += [
+                (r, _beyond_float32(float(values[r]))) for r in rows[:MAX_PROBLEMS].tolist()
+            ]
     if n_bad:
         bad_rows.sort()
         return (bad_rows[:MAX_PROBLEMS], n_bad), None

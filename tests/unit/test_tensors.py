@@ -3,7 +3,9 @@ JSON and binary tensors out, every refusal naming the tensor or field."""
 
 from __future__ import annotations
 
+import math
 import struct
+import tracemalloc
 from typing import Any
 
 import numpy as np
@@ -11,6 +13,7 @@ import orjson
 import pytest
 
 from app.tensors import OutputTensor, TensorError, encode_response, parse_request
+from ensembles.errors import TooLargeError
 
 
 def _json(document: dict[str, Any]) -> bytes:
@@ -137,8 +140,74 @@ def test_binary_sizes_must_account_for_every_byte() -> None:
     body, length = _binary(
         {"inputs": [{**document["inputs"][0], "parameters": {"binary_data_size": 4}}]}, b"\0" * 4
     )
-    with pytest.raises(TensorError, match="input 'x': 1 FP64 elements take 8 bytes"):
+    with pytest.raises(
+        TensorError, match=r"input 'x': shape \[1\] holds 1 FP64 elements, which take 8"
+    ):
         parse_request(body, length)
+
+
+ONE_BYTES_ELEMENT = struct.pack("<I", 1) + b"a"
+
+
+@pytest.mark.parametrize(
+    ("datatype", "shape", "data"),
+    [
+        ("BYTES", [10**8, 1], ONE_BYTES_ELEMENT),  # was 760 MB allocated, then a 400
+        ("BYTES", [10**10, 1], ONE_BYTES_ELEMENT),  # was a 500 (a 74.5 GiB allocation)
+        ("BYTES", [2**62, 2**62], ONE_BYTES_ELEMENT),  # was a 500 (numpy's dimension limit)
+        ("BYTES", [2, 1], ONE_BYTES_ELEMENT),
+        ("FP64", [10**8, 1], b"\0" * 8),
+        ("INT32", [2**62, 2**62], b"\0" * 8),
+    ],
+    ids=str,
+)
+def test_a_declared_shape_beyond_the_bytes_sent_is_refused_before_decoding(
+    datatype: str, shape: list[int], data: bytes
+) -> None:
+    """A shape is a claim: the bytes sent bound what is decoded (and allocated)."""
+    tensor = {"name": "x", "shape": shape, "datatype": datatype}
+    document = {"inputs": [{**tensor, "parameters": {"binary_data_size": len(data)}}]}
+    body, length = _binary(document, data)
+    tracemalloc.start()
+    try:
+        with pytest.raises(TensorError) as caught:
+            parse_request(body, length)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 1_000_000  # bytes: nothing the size of the declared shape
+    message = str(caught.value)
+    assert message.startswith(f"input 'x': shape {shape} holds {math.prod(shape)} {datatype}")
+    assert message.endswith(f"but binary_data_size is {len(data)}")
+
+
+def test_more_rows_than_the_limit_are_refused_before_decoding() -> None:
+    """JSON or binary, a tensor's first dimension counts its rows."""
+    document = {"inputs": [{"name": "x", "shape": [3, 1], "datatype": "FP64", "data": [1, 2, 3]}]}
+    assert parse_request(_json(document), None, max_rows=3).inputs[0].shape == (3, 1)
+    with pytest.raises(TooLargeError, match=r"input 'x': shape \[3, 1\] holds 3 rows; at most 2"):
+        parse_request(_json(document), None, max_rows=2)
+    elements = ONE_BYTES_ELEMENT * 3
+    tensor = {"name": "s", "shape": [3], "datatype": "BYTES"}
+    body, length = _binary(
+        {"inputs": [{**tensor, "parameters": {"binary_data_size": len(elements)}}]}, elements
+    )
+    with pytest.raises(TooLargeError, match=r"input 's': shape \[3\] holds 3 rows") as caught:
+        parse_request(body, length, max_rows=2)
+    assert [p.loc for p in caught.value.problems] == [("inputs", 0, "shape")]
+
+
+@pytest.mark.parametrize("shape", [[-1, 1], [1.0], [True], ["2"], [None], 2, []], ids=str)
+def test_negative_or_non_integer_shape_entries_are_refused(shape: object) -> None:
+    for binary in (False, True):
+        tensor: dict[str, Any] = {"name": "x", "shape": shape, "datatype": "BYTES"}
+        if binary:
+            tensor["parameters"] = {"binary_data_size": 5}
+            body, length = _binary({"inputs": [tensor]}, ONE_BYTES_ELEMENT)
+        else:
+            body, length = _json({"inputs": [{**tensor, "data": ["a"]}]}), None
+        with pytest.raises(TensorError, match="input 'x': shape must be a list of 1 to 8 non-neg"):
+            parse_request(body, length)
 
 
 def test_not_json_is_named() -> None:

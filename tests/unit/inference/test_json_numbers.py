@@ -54,7 +54,7 @@ def test_ones_and_zeros_and_mixed_ints_and_floats_take_the_fast_path() -> None:
     assert arrays["a"].tolist() == [float(r[0]) for r in data]
 
 
-@pytest.mark.parametrize("value", [2.0**53, -(2.0**60), 2**53, 1e300])
+@pytest.mark.parametrize("value", [2.0**53, -(2.0**60), 2**53, 3.4e38])
 def test_magnitudes_beyond_exact_integers_take_the_careful_path(value: float) -> None:
     data = [[1.0, 2.0, 3.0], [value, 2.0, 3.0]]
     assert rows._numeric_columns(SIGNATURE, columnar(data), None) is None
@@ -68,3 +68,27 @@ def test_rows_of_other_lengths_or_kinds_take_the_careful_path() -> None:
     records: list[Any] = [{"a": 1.0, "b": 2.0, "c": 3.0}, {"a": 1.0, "b": 2.0, "c": 3.0, "d": 0}]
     arrays, warnings = check_rows(SIGNATURE, records)
     assert warnings == ["extra columns ignored: d"] and arrays["c"].tolist() == [3.0, 3.0]
+
+
+BEYOND_FLOAT32 = [1e308, -1e300, 3.5e38, 3.4028236e38, 10**39, -(10**400), np.float64(1e300)]
+
+
+@pytest.mark.parametrize("value", BEYOND_FLOAT32, ids=repr)
+def test_numbers_beyond_float32_are_refused_naming_row_and_column(value: Any) -> None:
+    """scikit-learn's trees cast rows to float32 and raised on such a value (a 500); every
+    kind is held to float32's range, records and columnar alike."""
+    data = [[1.0, 2.0, 3.0], [1.0, 2.0, value]]
+    for instances in (columnar(data), [dict(zip(NAMES, row, strict=True)) for row in data]):
+        with pytest.raises(PredictionInputError) as exc:
+            check_rows(SIGNATURE, instances)
+        (problem,) = exc.value.problems
+        assert problem.loc == ("instances", 1, "c")
+        assert problem.msg.startswith(
+            "expected a number between -3.4028235e+38 and 3.4028235e+38 (float32's range"
+        )
+
+
+@pytest.mark.parametrize("value", [3.4e38, -3.4028235e38, float(np.finfo(np.float32).max)])
+def test_float32_s_largest_numbers_are_taken(value: float) -> None:
+    arrays, _ = check_rows(SIGNATURE, columnar([[value, 2.0, 3.0]]))
+    assert arrays["a"].tolist() == [value] and np.isfinite(np.float32(value))

@@ -134,6 +134,27 @@ def test_nan_and_infinities_are_refused_as_in_json() -> None:
     ]
 
 
+def test_numbers_beyond_float32_are_refused_as_in_json() -> None:
+    """Float64 columns only: narrower ones cannot hold such numbers (and null stays missing)."""
+    table = pa.table({"a": [1.0, 1e308, 3.4e38, None], "b": [-3.5e38, math.inf, 2.0, 1.0]})
+    found = problems(MIXED_NUMBERS, table)
+    assert found == problems(MIXED_NUMBERS, table.to_pylist())
+    beyond = "expected a number between -3.4028235e+38 and 3.4028235e+38 (float32's range"
+    assert [(loc, msg[: len(beyond)]) for loc, msg in found] == [
+        (("instances", 0, "b"), beyond),
+        (("instances", 1, "a"), beyond),
+        (("instances", 1, "b"), "expected a finite number, got inf"),
+    ]
+    assert found[1][1].endswith("got 1e+308")
+    table = pa.table({"a": pa.array([3.4e38, None], pa.float32()), "b": [-3.4e38, 0.0]})
+    assert check_table(MIXED_NUMBERS, table).columns["a"][0] == np.float32(3.4e38)
+
+
+MIXED_NUMBERS = replace(
+    NUMBERS, features=(FeatureColumn("a", "float64", True), NUMBERS.features[1])
+)
+
+
 # --- other types ------------------------------------------------------------------------
 
 
