@@ -77,9 +77,11 @@ class PathMiddleware:
 
 
 def _get_route_matches(scope: Scope) -> bool:
+    application = scope.get("app")  # set by Starlette before any middleware runs
+    if application is None:
+        return False
     as_get = {**scope, "method": "GET"}
-    routes = scope["app"].router.routes
-    return any(route.matches(as_get)[0] == Match.FULL for route in routes)
+    return any(route.matches(as_get)[0] == Match.FULL for route in application.router.routes)
 
 
 def _separator_refused(raw_path: str, path: str) -> JSONResponse:
