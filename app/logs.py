@@ -89,7 +89,9 @@ class _ServiceHandler(logging.StreamHandler):  # type: ignore[type-arg]
 def configure_logging(level: str, fmt: Literal["json", "text"]) -> None:
     """Send every log line of this process to stderr in ``fmt``; silence uvicorn's
     access log (the service writes its own request lines) and route uvicorn's other
-    messages through the same handler."""
+    messages through the same handler. Python's warnings too (numpy's ``RuntimeWarning``
+    on an overflow, scikit-learn's): they are logged by ``py.warnings`` rather than
+    printed raw, which would break the one object per line."""
     handler = _ServiceHandler(sys.stderr)
     handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
     handler.setLevel(level)
@@ -98,6 +100,7 @@ def configure_logging(level: str, fmt: Literal["json", "text"]) -> None:
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level)
+    logging.captureWarnings(True)
     for name in _UVICORN:
         logger = logging.getLogger(name)
         logger.handlers.clear()

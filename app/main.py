@@ -27,6 +27,7 @@ from pydantic.json_schema import models_json_schema
 import app as app_package
 from app.deps import require_unless
 from app.docs import add_doc_pages
+from app.edge import HeadersMiddleware, PathMiddleware
 from app.executors import JobExecutor, ProcessExecutor
 from app.jobs import JobRunner
 from app.metrics import Metrics
@@ -147,7 +148,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     application.add_middleware(
         BodyLimitMiddleware, max_bytes=settings.max_upload_bytes + _MULTIPART_SLACK
     )
+    application.add_middleware(PathMiddleware)
     application.add_middleware(RequestMiddleware, metrics=metrics)
+    application.add_middleware(HeadersMiddleware)  # outermost: on every answer, a 500 too
     return application
 
 

@@ -46,6 +46,10 @@ log = logging.getLogger(__name__)
 REQUEST_BUCKETS: Final = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 TRAINING_BUCKETS: Final = (1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0)
 UNMATCHED: Final = "<unmatched>"
+MODEL_LABEL: Final = "model"
+# What a scrape that may not list the models does not see: in a family labelled by model,
+# these labels are summed away (the landing page lists models only to a reader too).
+NAMING_LABELS: Final = frozenset({MODEL_LABEL, "version", "alias"})
 _CACHE_COUNTERS: Final[dict[CacheEvent, tuple[str, str]]] = {
     "hit": ("hits", "Predictions that found their model loaded."),
     "miss": ("misses", "Predictions that had to load their model."),
@@ -156,15 +160,16 @@ class Metrics:
     def observe_training(self, status: str, seconds: float) -> None:
         self.training.labels(status).observe(max(seconds, 0.0))
 
-    def exposition(self, accept: str | None) -> tuple[bytes, str]:
-        """The text format the scraper asked for (Prometheus or OpenMetrics) and its type.
+    def exposition(self, accept: str | None, *, names: bool = True) -> tuple[bytes, str]:
+        """The text format the scraper asked for (Prometheus or OpenMetrics) and its type;
+        ``names`` false: without the labels that name models (see :class:`_Unnamed`).
 
         Blocking (the job counts are a database query): call it from a worker thread.
         """
         if self.shared is not None:
             self.shared.forget_dead()
         encoder, content_type = choose_encoder(accept or "")
-        return encoder(self.registry), content_type
+        return encoder(self.registry if names else _Unnamed(self.registry)), content_type
 
 
 class _JobsCollector(Collector):
@@ -256,3 +261,28 @@ class _ProcessesCollector(Collector):
                     labels = {**sample.labels, "pid": str(pid)}
                     family.add_sample(sample.name, labels, sample.value)
         yield from families.values()
+
+
+class _Unnamed(Collector):
+    """The registry's metrics with the model, version and alias labels summed away in
+    every family labelled by model: the totals stay, the names go."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+
+    def collect(self) -> Iterator[Metric]:
+        for metric in self.registry.collect():
+            if not any(MODEL_LABEL in sample.labels for sample in metric.samples):
+                yield metric
+                continue
+            sums: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
+            for sample in metric.samples:
+                kept = tuple(
+                    (k, v) for k, v in sorted(sample.labels.items()) if k not in NAMING_LABELS
+                )
+                key = (sample.name, kept)
+                sums[key] = sums.get(key, 0.0) + sample.value
+            unnamed = Metric(metric.name, metric.documentation, metric.type, metric.unit)
+            for (name, labels), value in sums.items():
+                unnamed.add_sample(name, dict(labels), value)
+            yield unnamed

@@ -283,6 +283,7 @@ def allowed_methods(request: Request) -> list[str]:
     path served by two routes (GET and DELETE /v1/models/{name}) advertised one of them.
     Each method is tried against the routes (``matches`` is the routes' public interface;
     FastAPI nests included routers), which only a 405 or an OPTIONS request pays for.
+    HEAD goes with GET (:class:`app.edge.PathMiddleware` answers it).
     """
     routes = request.app.router.routes
     allowed = [
@@ -290,6 +291,8 @@ def allowed_methods(request: Request) -> list[str]:
         for method in _METHODS
         if any(r.matches({**request.scope, "method": method})[0] == Match.FULL for r in routes)
     ]
+    if "GET" in allowed and "HEAD" not in allowed:
+        allowed.insert(allowed.index("GET") + 1, "HEAD")
     return [*allowed, "OPTIONS"]
 
 

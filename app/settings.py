@@ -168,7 +168,8 @@ class Settings(BaseSettings):
     )
     open_metrics: bool = Field(
         default=True,
-        description="Serve /metrics without a key even when API keys are set.",
+        description="Serve /metrics without a key even when API keys are set (summed over "
+        "models: model names only to a scrape with a key).",
     )
     max_upload_bytes: int = Field(
         default=100 * MIB, ge=1, description="Largest request body (dataset upload) in bytes."

@@ -6,7 +6,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
 from app.bodies import OrjsonRoute
-from app.deps import MetricsDep, RegistryDep, RunnerDep, open_unless
+from app.deps import BearerDep, MetricsDep, RegistryDep, RunnerDep, may, open_unless
 from app.problems import problem_body, problem_response
 from app.schemas.common import problem_responses
 from app.schemas.service import Health, Readiness
@@ -61,14 +61,18 @@ async def readyz(registry: RegistryDep, runner: RunnerDep) -> Response:
     "`ensemble_training_jobs` by status, the `ensemble_training_duration_seconds` "
     "histogram by final status, model cache hits, misses, loads, evictions, bytes and "
     "entries, and the process's CPU, memory and file descriptors. Open unless "
-    "ENSEMBLE_OPEN_METRICS=false (then it needs a key of any role).",
+    "ENSEMBLE_OPEN_METRICS=false (then it needs a key of any role). With API keys "
+    "configured, a scrape without a key of the `read` role gets the prediction counters "
+    "summed over models, without `model` labels (as the landing page, which lists models "
+    "only to a reader).",
     **open_unless("open_metrics"),
     responses={
         200: {"content": {"text/plain": {"example": _METRICS_EXAMPLE}}},
         **problem_responses(),
     },
 )
-async def metrics(request: Request, collected: MetricsDep) -> Response:
+async def metrics(request: Request, collected: MetricsDep, credentials: BearerDep) -> Response:
     accept = request.headers.get("accept")
-    content, media_type = await in_thread(collected.exposition, accept)
+    names = await may(request, credentials, "read")
+    content, media_type = await in_thread(collected.exposition, accept, names=names)
     return Response(content, media_type=media_type)

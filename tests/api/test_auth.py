@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
+from prometheus_client.parser import text_string_to_metric_families
 from pydantic import ValidationError
 
 from app.deps import role_of
@@ -136,6 +137,37 @@ async def test_health_and_readiness_stay_open(keyed: Api) -> None:
 async def test_metrics_and_docs_open_by_default(keyed: Api) -> None:
     for path in ("/metrics", "/docs", "/openapi.json"):
         assert (await keyed.client.get(path)).status_code == 200, path
+
+
+@MODULE
+async def test_open_metrics_name_models_only_to_a_caller_with_a_key(keyed: Api) -> None:
+    """As the landing page: a keyless scrape gets the totals, summed over the models."""
+    body = {"instances": ROW}
+    predicted = await keyed.client.post(
+        "/v1/models/m/versions/1/predict", json=body, headers=bearer("r-key")
+    )
+    assert predicted.status_code == 200, predicted.text
+    named = (await keyed.client.get("/metrics", headers=bearer("r-key"))).text
+    per_model = _samples(named, "ensemble_predictions_total")
+    assert set(per_model) == {(("model", "m"),)}, per_model
+    rows = _samples(named, "ensemble_prediction_rows_total")[(("model", "m"),)]
+    anonymous = await keyed.client.get("/metrics")
+    assert anonymous.status_code == 200
+    assert 'model="' not in anonymous.text
+    assert _samples(anonymous.text, "ensemble_predictions_total") == {(): sum(per_model.values())}
+    assert _samples(anonymous.text, "ensemble_prediction_rows_total") == {(): rows}
+    wrong = await keyed.client.get("/metrics", headers=bearer("r-key-but-longer"))
+    assert wrong.status_code == 200 and 'model="' not in wrong.text
+    assert _samples(anonymous.text, "ensemble_http_requests_total"), "other families stay"
+
+
+def _samples(text: str, name: str) -> dict[tuple[tuple[str, str], ...], float]:
+    return {
+        tuple(sorted(sample.labels.items())): float(sample.value)
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == name
+    }
 
 
 async def test_metrics_and_docs_follow_their_settings(

@@ -8,6 +8,7 @@ import logging
 import os
 import re
 import signal
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -214,6 +215,7 @@ def clean_logging() -> Iterator[None]:
     loggers = {n: logging.getLogger(n) for n in names}
     state = {n: (list(lg.handlers), lg.propagate, lg.disabled) for n, lg in loggers.items()}
     yield
+    logging.captureWarnings(False)
     root.handlers[:], root.level = saved
     for name, (handlers, propagate, disabled) in state.items():
         loggers[name].handlers[:] = handlers
@@ -232,6 +234,29 @@ def test_configure_logging_replaces_uvicorns_access_log(capsys: pytest.CaptureFi
     logging.getLogger("app.jobs").debug("not at INFO")
     lines = capsys.readouterr().err.splitlines()
     assert [json.loads(line)["message"] for line in lines] == ["Started server process [1]"]
+
+
+def test_warnings_of_a_configured_process_are_json_lines() -> None:
+    """numpy's overflow warning and a plain ``warnings.warn``: log lines, never raw text
+    (the server process and the training workers configure their logging this way)."""
+    script = (
+        "import warnings\n"
+        "import numpy as np\n"
+        "from app.logs import configure_logging\n"
+        "configure_logging('INFO', 'json')\n"
+        "np.array([1e308]) * 10\n"
+        "warnings.warn('plain words', UserWarning)\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    command = [sys.executable, "-c", script]
+    done = subprocess.run(
+        command, check=False, cwd=root, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    lines = [json.loads(line) for line in done.stderr.splitlines()]
+    assert [(e["logger"], e["level"]) for e in lines] == [("py.warnings", "warning")] * 2
+    assert "RuntimeWarning: overflow encountered in multiply" in lines[0]["message"]
+    assert "UserWarning: plain words" in lines[1]["message"]
 
 
 # -------------------------------------------------------------------- readiness, drain

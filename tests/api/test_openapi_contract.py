@@ -15,13 +15,14 @@ from app.settings import Settings
 from tests.api.conftest import started
 from tests.api.support import Api
 
+# HEAD goes with GET (app.edge answers it as GET without the body).
 PATHS = {
-    "/v1/models/iris": "GET, DELETE, OPTIONS",
-    "/v1/models/iris/versions/3": "GET, DELETE, OPTIONS",
+    "/v1/models/iris": "GET, HEAD, DELETE, OPTIONS",
+    "/v1/models/iris/versions/3": "GET, HEAD, DELETE, OPTIONS",
     "/v1/models/iris/aliases/production": "PUT, DELETE, OPTIONS",
-    "/v1/models/iris/versions": "GET, POST, OPTIONS",
-    "/v1/datasets": "GET, POST, OPTIONS",
-    "/healthz": "GET, OPTIONS",
+    "/v1/models/iris/versions": "GET, HEAD, POST, OPTIONS",
+    "/v1/datasets": "GET, HEAD, POST, OPTIONS",
+    "/healthz": "GET, HEAD, OPTIONS",
 }
 
 
