@@ -30,7 +30,7 @@ from ensembles.errors import Problem
 from ensembles.export.errors import ExportError, ExportUnavailableError
 from ensembles.export.exported import FIDELITY, Exported
 from ensembles.export.onnx_converters import register_boosting_converters
-from ensembles.export.onnx_parts import adapted, failing_part, members, message
+from ensembles.export.onnx_parts import Trial, adapted, failing_part, members, message
 from ensembles.export.rows import FidelityRows
 
 MAX_ABS_DIFF: Final = 1e-4
@@ -89,6 +89,32 @@ def _convert(skl2onnx: Any, model: Any, inputs: list[tuple[str, Any]]) -> Any:
     )
 
 
+def _session(onnxruntime: Any, graph: Any) -> Any:
+    quiet = onnxruntime.SessionOptions()
+    quiet.log_severity_level = 4  # fatal only: a failing run is reported as the export's 409
+    return onnxruntime.InferenceSession(
+        graph.SerializeToString(), quiet, providers=["CPUExecutionProvider"]
+    )
+
+
+def _trial(skl2onnx: Any, onnxruntime: Any) -> Trial:
+    """Convert a part and, given arrays, run it: how the locator tests parts alone."""
+
+    def trial(
+        part: Any, inputs: list[tuple[str, Any]], arrays: list[np.ndarray[Any, Any]]
+    ) -> list[Any]:
+        graph = _convert(skl2onnx, part, inputs)
+        if not arrays:
+            return []
+        session = _session(onnxruntime, graph)
+        outputs: list[Any] = session.run(
+            None, {node.name: a for node, a in zip(session.get_inputs(), arrays, strict=True)}
+        )
+        return outputs
+
+    return trial
+
+
 def dumps(model: object, rows: FidelityRows) -> Exported:
     skl2onnx, onnxruntime = _libraries()
     if not isinstance(model, Pipeline):
@@ -96,23 +122,22 @@ def dumps(model: object, rows: FidelityRows) -> Exported:
             "only a scikit-learn Pipeline converts", [Problem(("model",), type(model).__name__)]
         )
     inputs = input_types(rows.X)
-    graph: Any = None
+    trial = _trial(skl2onnx, onnxruntime)
     try:
         graph = _convert(skl2onnx, adapted(model), inputs)
-        quiet = onnxruntime.SessionOptions()
-        quiet.log_severity_level = 3  # errors only: unused initializers are not news
-        session = onnxruntime.InferenceSession(
-            graph.SerializeToString(), quiet, providers=["CPUExecutionProvider"]
-        )
+        session = _session(onnxruntime, graph)
         names = [node.name for node in session.get_inputs()]
         outputs = session.run(None, feeds(rows.X, names))
     except Exception as exc:
-        problem = failing_part(model, inputs, lambda m, i: _convert(skl2onnx, m, i), exc)
+        problem = failing_part(model, rows.X, inputs, trial, message(exc))
         raise ExportError(
             f"the model cannot be converted to ONNX: {problem.msg}", [problem]
         ) from exc
     fidelity = measure(model, outputs, rows)
-    _check(model, fidelity)
+    verdict = _unfaithful(model, fidelity)
+    if verdict is not None:
+        problem = failing_part(model, rows.X, inputs, trial, verdict)
+        raise ExportError(f"the ONNX graph is not faithful: {problem.msg}", [problem])
     mapping = [{"column": str(c), "input": n} for c, n in zip(rows.X.columns, names, strict=True)]
     _describe(graph, {INPUTS_METADATA: json.dumps(mapping), "ensemble.fidelity": fidelity.header})
     return Exported(graph.SerializeToString(), {FIDELITY: fidelity.header})
@@ -166,25 +191,24 @@ def measure(model: Pipeline, outputs: Sequence[Any], rows: FidelityRows) -> Fide
     return Fidelity(float(np.max(np.abs(got - expected))), agreement, rows)
 
 
-def _check(model: Pipeline, fidelity: Fidelity) -> None:
+def _unfaithful(model: Pipeline, fidelity: Fidelity) -> str | None:
+    """Why the graph may not stand for the model, or None."""
     ensemble = model.steps[-1][1]
     kinds = sorted({type(m).__name__ for loc, m in members(ensemble, ()) if len(loc) <= 2})
-    where = f"ensemble ({type(ensemble).__name__}{' of ' + ', '.join(kinds) if kinds else ''})"
+    combination = type(ensemble).__name__ + (f" of {', '.join(kinds)}" if kinds else "")
     if fidelity.wrong_shape:
-        msg = (
-            f"{where}: the ONNX graph answers in the wrong shape (the converter mishandles "
-            f"this combination); {fidelity.header}"
+        return (
+            f"the ONNX graph answers in the wrong shape (the converter mishandles "
+            f"{combination}); {fidelity.header}"
         )
-    elif fidelity.max_abs_diff is not None and not fidelity.max_abs_diff <= MAX_ABS_DIFF:
-        msg = (
-            f"{where}: the ONNX graph differs from the stored model by up to "
+    if fidelity.max_abs_diff is not None and not fidelity.max_abs_diff <= MAX_ABS_DIFF:
+        return (
+            f"the ONNX graph differs from the stored model by up to "
             f"{fidelity.max_abs_diff:.3g} (bound {MAX_ABS_DIFF:g}); {fidelity.header}"
         )
-    elif fidelity.max_abs_diff is None and fidelity.label_agreement != 1.0:
-        msg = f"{where}: the ONNX graph's labels differ from the stored model's; {fidelity.header}"
-    else:
-        return
-    raise ExportError(f"the ONNX graph is not faithful: {msg}", [Problem(("ensemble",), msg)])
+    if fidelity.max_abs_diff is None and fidelity.label_agreement != 1.0:
+        return f"the ONNX graph's labels differ from the stored model's; {fidelity.header}"
+    return None
 
 
 def _describe(graph: Any, values: dict[str, str]) -> None:

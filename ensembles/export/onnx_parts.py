@@ -1,30 +1,37 @@
 """Which part of a pipeline stops its ONNX conversion: a step, a column transformer, a
 member of the ensemble (at any depth), or the ensemble's own converter.
 
-Only run after a conversion failed: each candidate is converted alone, preprocessing
-first, then one member of each class, depth first; the first that fails alone is the
-part named. If every part converts alone, the combination is what fails: the ensemble.
+Only run after a conversion failed or was not faithful: preprocessing is converted and
+run alone on the rows and compared with scikit-learn's ``transform`` (then each of its
+transformers), then one member of each class is converted alone, depth first; the first
+that fails alone is the part named. If every part passes alone, the combination is what
+fails: the ensemble.
 """
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
+import pandas as pd
 from sklearn.base import BaseEstimator
 from sklearn.compose import ColumnTransformer
 from sklearn.pipeline import Pipeline
 
 from ensembles.errors import Location, Problem
 
-Convert = Callable[[Any, list[tuple[str, Any]]], object]
+TOLERANCE: Final = 1e-4  # the bound of the whole graph, applied to a part's output
 
 
 def message(exc: BaseException) -> str:
-    """The converter's message, one line and bounded."""
-    text = " ".join(str(exc).split()) or type(exc).__name__
+    """The converter's message, one line and bounded, with its cause (skl2onnx wraps the
+    real reason, and dumps the node's attributes, which are cut)."""
+    text = " ".join(str(exc).split()).split(" and attributes=")[0] or type(exc).__name__
+    cause = exc.__cause__
+    if cause is not None and str(cause):
+        text += f": {' '.join(str(cause).split())}"
     return text if len(text) <= 300 else f"{text[:297]}..."
 
 
@@ -91,15 +98,25 @@ def _list(estimator: Any) -> list[Any]:
     return []
 
 
+Trial = Callable[[Any, list[tuple[str, Any]], list[np.ndarray[Any, Any]]], list[Any]]
+"""Convert a model for these inputs and run it on these arrays (one per input)."""
+
+
 def failing_part(
-    pipeline: Pipeline, inputs: list[tuple[str, Any]], convert: Convert, error: BaseException
+    pipeline: Pipeline,
+    X: pd.DataFrame,
+    inputs: list[tuple[str, Any]],
+    trial: Trial,
+    error: str,
 ) -> Problem:
-    """The part to blame for ``error``, found by converting the parts one by one."""
+    """The part to blame for ``error``: the first that fails, or answers differently from
+    scikit-learn, on its own: preprocessing and its transformers (run on ``X``), then one
+    member of each class (converted); else the ensemble."""
     from skl2onnx.common.data_types import FloatTensorType
 
     preprocess, ensemble = pipeline.steps[0][1], pipeline.steps[-1][1]
     if isinstance(preprocess, ColumnTransformer):
-        problem = _failing_transformer(preprocess, inputs, convert)
+        problem = _failing_preprocess(preprocess, X, inputs, trial)
         if problem is not None:
             return problem
     for loc, member in members(ensemble, ("ensemble",)):
@@ -107,32 +124,71 @@ def failing_part(
         if width is None:
             continue
         try:
-            convert(adapted(member), [("X", FloatTensorType([None, int(width)]))])
+            trial(adapted(member), [("X", FloatTensorType([None, int(width)]))], [])
         except Exception as exc:
-            return _problem(loc, member, exc)
+            return _problem(loc, member, message(exc))
     return _problem(("ensemble",), ensemble, error)
 
 
-def _failing_transformer(
-    preprocess: ColumnTransformer, inputs: list[tuple[str, Any]], convert: Convert
+def _failing_preprocess(
+    preprocess: ColumnTransformer,
+    X: pd.DataFrame,
+    inputs: list[tuple[str, Any]],
+    trial: Trial,
 ) -> Problem | None:
-    try:
-        convert(preprocess, inputs)
+    columns = [_column(X[name]) for name in X.columns]
+    whole = _differs(preprocess, trial, inputs, columns, X)
+    if whole is None:
         return None
-    except Exception as whole:
-        by_column = dict(zip(getattr(preprocess, "feature_names_in_", []), inputs, strict=False))
-        for name, transformer, columns in preprocess.transformers_:
-            if isinstance(transformer, str):
-                continue
-            own = [by_column[c][1] for c in columns if c in by_column]
-            if not own:
-                continue
-            try:  # alone, its columns side by side in one input of their type
-                convert(transformer, [("X", type(own[0])([None, len(own)]))])
-            except Exception as exc:
-                return _problem(("preprocess", str(name)), transformer, exc)
-        return _problem(("preprocess",), preprocess, whole)
+    position = {name: i for i, name in enumerate(X.columns)}
+    for name, transformer, selected in preprocess.transformers_:
+        if isinstance(transformer, str) or not len(selected):
+            continue
+        first = inputs[position[selected[0]]][1]
+        kind = columns[position[selected[0]]].dtype
+        arrays = [np.hstack([columns[position[c]] for c in selected]).astype(kind)]
+        own = [("X", type(first)([None, len(selected)]))]
+        found = _differs(transformer, trial, own, arrays, X[list(selected)])
+        if found is not None:
+            return _problem(("preprocess", str(name)), transformer, found)
+    return _problem(("preprocess",), preprocess, whole)
 
 
-def _problem(loc: Location, part: object, exc: BaseException) -> Problem:
-    return Problem(loc, f"{dotted(loc)} ({type(part).__name__}): {message(exc)}")
+def _column(values: pd.Series) -> np.ndarray[Any, Any]:
+    """One table column as the graph takes it (see ``onnx_format.feeds``)."""
+    if pd.api.types.is_integer_dtype(values.dtype):
+        return values.to_numpy(np.int64).reshape(-1, 1)
+    if pd.api.types.is_float_dtype(values.dtype):
+        return values.to_numpy(np.float32).reshape(-1, 1)
+    return values.astype(str).to_numpy(dtype=object).reshape(-1, 1)
+
+
+def _differs(
+    part: Any,
+    trial: Trial,
+    inputs: list[tuple[str, Any]],
+    arrays: list[np.ndarray[Any, Any]],
+    X: pd.DataFrame,
+) -> str | None:
+    """Why ``part``'s graph does not reproduce ``part.transform(X)``, or None."""
+    try:
+        got = np.asarray(trial(part, inputs, arrays)[0], dtype=np.float64)
+    except Exception as exc:
+        return message(exc)
+    expected = np.asarray(part.transform(X), dtype=np.float64)
+    if got.shape != expected.shape:
+        return (
+            f"its ONNX graph gives {got.shape[-1]} columns where scikit-learn gives "
+            f"{expected.shape[-1]}"
+        )
+    if not np.array_equal(np.isnan(got), np.isnan(expected)):
+        return "its ONNX graph has missing values where scikit-learn has none, or none where it has"
+    gaps = np.abs(got - expected)[~np.isnan(expected)]
+    worst = float(gaps.max()) if gaps.size else 0.0
+    if worst > TOLERANCE:
+        return f"its ONNX graph differs from scikit-learn by up to {worst:.3g}"
+    return None
+
+
+def _problem(loc: Location, part: object, why: str) -> Problem:
+    return Problem(loc, f"{dotted(loc)} ({type(part).__name__}): {why}")
