@@ -22,7 +22,9 @@ import pandas as pd
 import pytest
 import skops.io
 from fastapi import FastAPI
+from sklearn.metrics import accuracy_score, log_loss
 
+from ensembles.export import fidelity_rows
 from ensembles.export.onnx_format import feeds
 from ensembles.registry.stores import StoreConfig
 from ensembles.registry.stores.location import parse_s3_url
@@ -107,8 +109,9 @@ async def test_a_computed_export_is_made_once_and_kept_beside_the_artifact(
 
 
 async def test_onnx_takes_one_input_per_column_and_reports_its_hold_out_fidelity(
-    api: Api,
+    served: tuple[FastAPI, Api],
 ) -> None:
+    app, api = served
     version = await api.train(
         "iris", forest(await api.iris(), evaluation={"holdout_fraction": 0.2, "cv_folds": 0})
     )
@@ -126,6 +129,15 @@ async def test_onnx_takes_one_input_per_column_and_reports_its_hold_out_fidelity
     stored = joblib.load(io.BytesIO(checked(await export(api, "iris", 1, "joblib"))))
     assert list(labels) == list(stored.predict(frame()))
     assert np.max(np.abs(probabilities - stored.predict_proba(frame()))) <= 1e-4
+
+    # The rows measured on are the very rows training held out: the same scores on them.
+    registry = app.state.services.registry
+    record = registry.get_version("iris", 1)
+    rows = fidelity_rows(registry.read_dataset_parquet(version["dataset"]["id"]), record.metadata)
+    truth = iris_frame().loc[rows.X.index, "species"]
+    holdout = version["metrics"]["holdout"]
+    assert accuracy_score(truth, stored.predict(rows.X)) == holdout["accuracy"]
+    assert log_loss(truth, stored.predict_proba(rows.X)) == pytest.approx(holdout["log_loss"])
 
 
 async def test_a_version_without_hold_out_is_measured_on_the_dataset_and_says_so(
