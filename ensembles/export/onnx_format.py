@@ -30,7 +30,14 @@ from ensembles.errors import Problem
 from ensembles.export.errors import ExportError, ExportUnavailableError
 from ensembles.export.exported import FIDELITY, Exported
 from ensembles.export.onnx_converters import register_boosting_converters
-from ensembles.export.onnx_parts import Trial, adapted, failing_part, members, message
+from ensembles.export.onnx_parts import (
+    Trial,
+    adapted,
+    column_array,
+    failing_part,
+    members,
+    message,
+)
 from ensembles.export.rows import FidelityRows
 
 MAX_ABS_DIFF: Final = 1e-4
@@ -69,17 +76,7 @@ def input_types(X: pd.DataFrame) -> list[tuple[str, Any]]:
 
 def feeds(X: pd.DataFrame, names: Sequence[str]) -> dict[str, np.ndarray[Any, Any]]:
     """The table as the graph takes it: column i becomes input ``names[i]``."""
-    out: dict[str, np.ndarray[Any, Any]] = {}
-    for name, column in zip(names, X.columns, strict=True):
-        values = X[column]
-        if pd.api.types.is_integer_dtype(values.dtype):
-            array = values.to_numpy(np.int64)
-        elif pd.api.types.is_float_dtype(values.dtype):
-            array = values.to_numpy(np.float32)
-        else:
-            array = values.astype(str).to_numpy(dtype=object)
-        out[name] = array.reshape(-1, 1)
-    return out
+    return {name: column_array(X[c]) for name, c in zip(names, X.columns, strict=True)}
 
 
 def _convert(skl2onnx: Any, model: Any, inputs: list[tuple[str, Any]]) -> Any:

@@ -36,7 +36,7 @@ def message(exc: BaseException) -> str:
 
 
 def dotted(loc: Location) -> str:
-    """``("ensemble", "estimators", "lin")`` as ``ensemble.estimators['lin']``."""
+    """``("ensemble", "estimators", "lin")`` as ``ensemble.estimators.lin``, indices as ``[0]``."""
     out = str(loc[0])
     for part in loc[1:]:
         out += f"[{part}]" if isinstance(part, int) else f".{part}"
@@ -136,7 +136,7 @@ def _failing_preprocess(
     inputs: list[tuple[str, Any]],
     trial: Trial,
 ) -> Problem | None:
-    columns = [_column(X[name]) for name in X.columns]
+    columns = [column_array(X[name]) for name in X.columns]
     whole = _differs(preprocess, trial, inputs, columns, X)
     if whole is None:
         return None
@@ -154,8 +154,9 @@ def _failing_preprocess(
     return _problem(("preprocess",), preprocess, whole)
 
 
-def _column(values: pd.Series) -> np.ndarray[Any, Any]:
-    """One table column as the graph takes it (see ``onnx_format.feeds``)."""
+def column_array(values: pd.Series) -> np.ndarray[Any, Any]:
+    """One table column as the graph's ``[N, 1]`` input takes it: int64, float32, or
+    strings (booleans as ``"True"``/``"False"``, a missing string as ``"nan"``)."""
     if pd.api.types.is_integer_dtype(values.dtype):
         return values.to_numpy(np.int64).reshape(-1, 1)
     if pd.api.types.is_float_dtype(values.dtype):
