@@ -42,7 +42,17 @@ from app.process import (
     on_shutdown_signal,
     report_startup_failure,
 )
-from app.routes import datasets, health, jobs, kinds, models, oip, predictions, reports
+from app.routes import (
+    datasets,
+    exports,
+    health,
+    jobs,
+    kinds,
+    models,
+    oip,
+    predictions,
+    reports,
+)
 from app.schemas.common import ProblemDetails
 from app.schemas.datasets import DatasetRecordsIn, DatasetRowsIn, DatasetUploadForm
 from app.schemas.oip import OipInferenceRequest
@@ -142,7 +152,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_handlers(application)
     # Starlette tries routes in order: the hot route first saves a one-row prediction
     # ~40 us of matching (the docs keep their order through ``openapi_tags``).
-    for router in (predictions, health, kinds, datasets, jobs, models, oip, reports):
+    for router in (predictions, health, kinds, datasets, jobs, models, exports, oip, reports):
         application.include_router(router.router)
     _add_docs(application)
     application.add_middleware(

@@ -76,6 +76,17 @@ PROBLEM_TYPES: Final[Mapping[str, ProblemType]] = {
     "conflict": ProblemType(
         409, "conflict", "Conflict", "The request contradicts the current state."
     ),
+    "export_failed": ProblemType(
+        409,
+        "export-failed",
+        "Model cannot be exported in this format",
+        "A part of the model has no converter, or the converted model answers differently.",
+    ),
+    # 501, not 503: the server lacks the feature until someone installs it (the extra
+    # `export`); retrying, which a 503 invites, would not help.
+    "export_unavailable": ProblemType(
+        501, "export-unavailable", "Export format not installed", "Install the extra `export`."
+    ),
     "cancelled": ProblemType(
         409, "cancelled", "Training cancelled", "The training job was cancelled."
     ),

@@ -18,8 +18,10 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 import httpx
 
 from ensemble_client import client as sync
+from ensemble_client import exports
 from ensemble_client import operations as ops
 from ensemble_client.calls import Operation, RetryPolicy
+from ensemble_client.exports import ExportFormat, ExportInfo
 from ensemble_client.models import Alias, Catalog, Dataset, Health, Job, Model, Prediction, Version
 from ensemble_client.progress import progress_for
 from ensemble_client.sessions import DEFAULT_TIMEOUT_S, AsyncSession
@@ -235,6 +237,17 @@ class AsyncModels(_Resource):
     ) -> bytes:
         data: bytes = await self._run(ops.download_artifact(name, ref, to))
         return data
+
+    @same_doc(sync.Models.export)
+    async def export(
+        self,
+        name: str,
+        ref: str | int = "latest",
+        format: ExportFormat = "onnx",
+        to: str | os.PathLike[str] | None = None,
+    ) -> tuple[bytes, ExportInfo]:
+        result: tuple[bytes, ExportInfo] = await self._run(exports.export(name, ref, format, to))
+        return result
 
 
 class AsyncClient:

@@ -67,6 +67,7 @@ _EXAMPLE_DETAIL: dict[str, tuple[str, str]] = {
     "422": ("invalid_request", "1 problem in the request"),
     "429": ("queue_full", "100 jobs are queued; retry when some have finished"),
     "500": ("internal", "an unexpected error occurred; it has been logged"),
+    "501": ("export_unavailable", "the onnx export needs the optional packages skl2onnx"),
     "503": ("storage", "registry database error: disk I/O error"),
 }
 
@@ -82,6 +83,7 @@ _DESCRIPTIONS = {
     "422": "Invalid request: every problem with its location in `errors`.",
     "429": "Too many queued training jobs.",
     "500": "Unexpected server error (never with a stack trace).",
+    "501": "A feature whose optional libraries are not installed on this server.",
     "503": "Storage unavailable.",
 }
 

@@ -13,7 +13,7 @@ a worker thread, never from the event loop.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
@@ -26,6 +26,16 @@ class StoredObject:
 
     sha256: str
     size: int
+
+
+@dataclass(frozen=True)
+class StoredExport:
+    """An export of a version (skops, ONNX) as kept beside its artifact: its verified
+    bytes, their sha256, and the facts measured when it was made (e.g. ONNX fidelity)."""
+
+    data: bytes
+    sha256: str
+    info: dict[str, str]
 
 
 @runtime_checkable
@@ -51,7 +61,21 @@ class ArtifactStore(Protocol):
         """Unpickle a version, only after its bytes passed the checksum."""
         ...
 
-    def remove_artifact(self, model: str, version: int) -> None: ...
+    def remove_artifact(self, model: str, version: int) -> None:
+        """Remove a version's artifact and its exports."""
+        ...
+
+    def write_export(
+        self, model: str, version: int, fmt: str, data: bytes, info: Mapping[str, str]
+    ) -> StoredObject:
+        """Keep an export of a version beside its artifact, under the sha256 of ``data``;
+        ``info`` (facts measured while making it) is kept with it."""
+        ...
+
+    def read_export(self, model: str, version: int, fmt: str) -> StoredExport | None:
+        """The version's export in ``fmt``, verified, or None if none was kept yet."""
+        ...
+
     def stored_artifacts(self) -> Iterator[tuple[str, int]]:
         """Every (model, version) with an artifact, whatever the database says."""
         ...
@@ -136,3 +160,12 @@ class Registry(Protocol):
     def delete_alias(self, name: str, alias: str) -> None: ...
     def read_artifact(self, name: str, version: int) -> bytes: ...
     def load_model(self, name: str, version: int) -> object: ...
+    def read_export(self, name: str, version: int, fmt: str) -> StoredExport | None:
+        """A visible version's export kept in the store, or None (not computed yet)."""
+        ...
+
+    def write_export(
+        self, name: str, version: int, fmt: str, data: bytes, info: Mapping[str, str]
+    ) -> StoredExport:
+        """Keep an export of a visible version; what a reader will now be served."""
+        ...

@@ -14,7 +14,7 @@ import dataclasses
 import json
 import logging
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -32,7 +32,7 @@ from ensembles.errors import (
     TrainingCancelledError,
 )
 from ensembles.registry import database, lifecycle, rows, versioning
-from ensembles.registry.base import ArtifactStore, Registry, StoredObject
+from ensembles.registry.base import ArtifactStore, Registry, StoredExport, StoredObject
 from ensembles.registry.changes import ChangeCounter
 from ensembles.registry.datasets import check_dataset_id, check_parquet, new_dataset_id
 from ensembles.registry.instances import InstanceLock, folder_id, sweep_dead_locks
@@ -686,6 +686,30 @@ class SqlRegistry:
         except Exception:
             self._visible(name, version)  # deleted meanwhile: NotFoundError, not damage
             raise
+
+    def read_export(self, name: str, version: int, fmt: str) -> StoredExport | None:
+        """A visible version's export kept beside its artifact, verified, or None."""
+        self._visible(name, version)
+        try:
+            return self.store.read_export(name, version, fmt)
+        except Exception:
+            self._visible(name, version)  # deleted meanwhile: NotFoundError, not damage
+            raise
+
+    def write_export(
+        self, name: str, version: int, fmt: str, data: bytes, info: Mapping[str, str]
+    ) -> StoredExport:
+        """Keep an export of a visible version and return the one every reader is served
+        (ours, or a twin's computed at the same time by another replica)."""
+        self._visible(name, version)
+        written = self.store.write_export(name, version, fmt, data, info)
+        try:
+            self._visible(name, version)
+        except NotFoundError:  # deleted while we wrote: remove what may have outlived it
+            self.store.remove_artifact(name, version)
+            raise
+        kept = self.store.read_export(name, version, fmt)
+        return kept if kept is not None else StoredExport(data, written.sha256, dict(info))
 
     def _visible(self, name: str, version: int) -> VersionRecord:
         name = validate_model_name(name)

@@ -55,6 +55,8 @@ ENDPOINTS: dict[str, tuple[set[str], list[Call]]] = {
             ("GET", "/v1/models/m", {}, 200),
             ("GET", "/v1/models/m/versions/latest", {}, 200),
             ("GET", "/v1/models/m/versions/1/artifact", {}, 200),
+            ("GET", "/v1/models/m/versions/1/export/joblib", {}, 200),
+            ("GET", "/v1/models/m/versions/1/export/skops", {}, 200),
             ("GET", "/v1/jobs", {}, 200),
         ],
     ),

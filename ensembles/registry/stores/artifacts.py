@@ -3,7 +3,9 @@
 Layout: ``<root>/<model>--<h>/<version>.joblib`` where ``h`` is 16 hex digits of the
 sha256 of the exact model name. The suffix keeps ``Iris`` and ``iris`` (two models for
 the API) in different folders on case-insensitive file systems (macOS, Windows), where
-they would otherwise overwrite each other's ``1.joblib``.
+they would otherwise overwrite each other's ``1.joblib``. A version's exports (skops,
+ONNX) live in ``<version>.exports/`` beside its file
+(:mod:`ensembles.registry.stores.exports`).
 
 Loading reads the bytes once, checks their sha256 against the value recorded when the
 file was written, and only then unpickles *those bytes from memory*: a file changed on
@@ -21,6 +23,7 @@ from typing import Final
 import joblib
 
 from ensembles.registry.names import describe, is_model_name, validate_model_name
+from ensembles.registry.stores.exports import ExportFolder
 from ensembles.registry.stores.files import (
     HashingWriter,
     WrittenFile,
@@ -32,6 +35,7 @@ from ensembles.registry.stores.files import (
 )
 
 ARTIFACT_SUFFIX: Final = ".joblib"
+EXPORTS_SUFFIX: Final = ".exports"  # <version>.exports/: the version's exports
 _SEPARATOR: Final = "--"
 
 
@@ -75,7 +79,14 @@ class ArtifactFolder:
         data = self.read(model, version, sha256, size)
         return joblib.load(io.BytesIO(data))
 
+    def exports(self, model: str, version: int) -> ExportFolder:
+        """The version's exports, in ``<version>.exports`` beside its file."""
+        folder = self.path(model, version).with_suffix(EXPORTS_SUFFIX)
+        return ExportFolder(folder, self.owner, f"export of {describe(model, version)}")
+
     def remove(self, model: str, version: int) -> None:
+        # Exports first: a crash in between leaves the file, which the orphan sweep finds.
+        self.exports(model, version).remove()
         remove_quietly(self.path(model, version))
 
     def probe(self) -> None:

@@ -7,11 +7,11 @@ file per dataset; every write is crash-safe (:mod:`ensembles.registry.stores.fil
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
-from ensembles.registry.base import StoredObject
+from ensembles.registry.base import StoredExport, StoredObject
 from ensembles.registry.stores.artifacts import ArtifactFolder
 from ensembles.registry.stores.datasets import DatasetFolder
 from ensembles.registry.stores.files import (
@@ -64,6 +64,15 @@ class LocalStore:
 
     def remove_artifact(self, model: str, version: int) -> None:
         self.artifacts.remove(model, version)
+
+    def write_export(
+        self, model: str, version: int, fmt: str, data: bytes, info: Mapping[str, str]
+    ) -> StoredObject:
+        sha256, size = self.artifacts.exports(model, version).write(fmt, data, info)
+        return StoredObject(sha256, size)
+
+    def read_export(self, model: str, version: int, fmt: str) -> StoredExport | None:
+        return self.artifacts.exports(model, version).read(fmt)
 
     def stored_artifacts(self) -> Iterator[tuple[str, int]]:
         for model, version, _ in self.artifacts.stored():

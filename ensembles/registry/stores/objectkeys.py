@@ -1,6 +1,8 @@
 """The key layout of an object store: immutable, content-addressed keys under a prefix.
 
-``<prefix>artifacts/<model>--<h>/<version>/<sha256>.joblib`` and
+``<prefix>artifacts/<model>--<h>/<version>/<sha256>.joblib`` (the version's exports beside
+it, ``.../<version>/exports/<sha256>.<format>``: see
+:mod:`ensembles.registry.stores.exports`) and
 ``<prefix>datasets/<dataset id>/<sha256>.parquet``, where ``h`` is 16 hex digits of the
 sha256 of the model name (as in the local store). The trailing sha256 makes every key
 name exactly one content: a key is written once and never replaced, and a reader builds
@@ -54,6 +56,11 @@ class ObjectKeys:
 
     def artifact(self, model: str, version: int, sha256: str) -> str:
         return f"{self.artifact_folder(model, version)}{_check_sha256(sha256)}.joblib"
+
+    def exports_folder(self, model: str, version: int) -> str:
+        """Where a version's exports live: inside its artifact folder, so removing the
+        version removes them, and ``parse_artifact`` (three segments) ignores them."""
+        return f"{self.artifact_folder(model, version)}exports/"
 
     def dataset_folder(self, dataset_id: str) -> str:
         return f"{self.datasets}{check_dataset_id(dataset_id)}/"

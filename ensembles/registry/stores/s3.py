@@ -25,7 +25,7 @@ import io
 import logging
 import secrets
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import IO, TYPE_CHECKING, Final
 
@@ -37,8 +37,9 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
 from ensembles.errors import IntegrityError, StorageError
-from ensembles.registry.base import StoredObject
+from ensembles.registry.base import StoredExport, StoredObject
 from ensembles.registry.names import describe
+from ensembles.registry.stores import exports
 from ensembles.registry.stores.files import HashingWriter
 from ensembles.registry.stores.local import ORPHAN_GRACE_S
 from ensembles.registry.stores.location import S3Location, redacted
@@ -212,6 +213,40 @@ class S3Store:
 
     def remove_artifact(self, model: str, version: int) -> None:
         self._delete_under(self.keys.artifact_folder(model, version))
+
+    def write_export(
+        self, model: str, version: int, fmt: str, data: bytes, info: Mapping[str, str]
+    ) -> StoredObject:
+        """The sidecar, then the bytes: whoever lists the bytes finds the sidecar."""
+        sha256 = hashlib.sha256(data).hexdigest()
+        key = f"{self.keys.exports_folder(model, version)}{exports.leaf(sha256, fmt)}"
+        described = exports.sidecar(sha256, fmt, len(data), info)
+        described_key = f"{key}{exports.SIDECAR_SUFFIX}"
+        self._upload(io.BytesIO(described), described_key, hashlib.sha256(described).hexdigest())
+        self._upload(io.BytesIO(data), key, sha256)
+        return StoredObject(sha256, len(data))
+
+    def read_export(self, model: str, version: int, fmt: str) -> StoredExport | None:
+        folder = self.keys.exports_folder(model, version)
+        leaves = {key.removeprefix(folder) for key, _ in self._listing(folder)}
+        sha256 = exports.chosen(leaves, fmt)
+        if sha256 is None:
+            return None
+        key = f"{folder}{exports.leaf(sha256, fmt)}"
+        what = f"export of {describe(model, version)}"
+        data, described = self._get(key, what), self._get(f"{key}{exports.SIDECAR_SUFFIX}", what)
+        return exports.verified(data, described, sha256, what)
+
+    def _get(self, key: str, what: str) -> bytes:
+        """The bytes of ``key``; the caller checks them (IntegrityError if gone)."""
+        try:
+            buffer = io.BytesIO()
+            self._client.download_fileobj(self.bucket, key, buffer, Config=TRANSFER)
+        except (ClientError, BotoCoreError, Boto3Error) as exc:
+            if _code(exc) in _MISSING:
+                raise IntegrityError(f"the stored {what} is missing") from exc
+            raise self._failure(exc, f"reading the stored {what}") from exc
+        return buffer.getvalue()
 
     def stored_artifacts(self) -> Iterator[tuple[str, int]]:
         seen: set[tuple[str, int]] = set()
