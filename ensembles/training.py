@@ -849,7 +849,7 @@ def feature_importances(pipeline: Pipeline, kind: Kind) -> dict[str, float] | No
     """Importances summed back onto the user's columns, where the estimator has them."""
     ensemble = pipeline[-1]
     raw = _raw_importances(ensemble, kind)
-    if raw is None:
+    if raw is None or not np.all(np.isfinite(raw)):  # a target near float64's limit: NaN
         return None
     columns = output_columns(pipeline[0])
     if len(columns) != len(raw):

@@ -238,6 +238,8 @@ def members(view: VersionView) -> MemberScores:
         basis = found[0]
         value = entry[basis].get(metric)
         if isinstance(value, Mapping):  # min / mean / max over homogeneous members
+            if any(_number(value.get(k)) is None for k in ("min", "mean", "max")):
+                continue  # not finite: scores of a target near float64's limit overflow
             spread = Spread(
                 int(entry.get("n_members") or 0),
                 float(value["min"]),
