@@ -25,17 +25,12 @@ from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.pages.templating import CONTENT_SECURITY_POLICY
-from app.problems import problem_body, problem_response
+from app.problems import is_oip, problem_body, problem_response
 from ensembles import Problem
 
 _ENCODED_SEPARATOR: Final = re.compile(rb"%(?:2f|5c)", re.IGNORECASE)
-_OIP_PREFIX: Final = "/v2"
 _NOSNIFF: Final = (b"x-content-type-options", b"nosniff")
 _POLICY: Final = (b"content-security-policy", CONTENT_SECURITY_POLICY.encode())
-
-
-def _is_oip(path: str) -> bool:
-    return path == _OIP_PREFIX or path.startswith(_OIP_PREFIX + "/")
 
 
 class PathMiddleware:
@@ -88,7 +83,7 @@ def _separator_refused(raw_path: str, path: str) -> JSONResponse:
     segment = next(s for s in raw_path.split("/") if _ENCODED_SEPARATOR.search(s.encode("latin-1")))
     why = f"the segment '{segment}' holds an encoded '/' or '\\' (%2F, %5C); no name has one"
     detail = f"no such path: {raw_path}: {why}"
-    if _is_oip(path):
+    if is_oip(path):
         return JSONResponse({"error": detail}, status_code=404)
     body = problem_body("not_found", detail, problems=[Problem(("path",), why)], instance=raw_path)
     return problem_response(body)

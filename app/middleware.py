@@ -110,7 +110,9 @@ class BodyLimitMiddleware:
         for key, value in scope.get("headers", []):
             if key == b"content-length" and value.isdigit() and int(value) > self.max_bytes:
                 exc = self._error(value.decode())
-                body = problem_body(exc.code, exc.detail, problems=exc.problems)
+                body = problem_body(
+                    exc.code, exc.detail, problems=exc.problems, instance=scope["path"]
+                )
                 response = problem_response(body, {"Connection": "close"})
                 await response(scope, receive, send)
                 return

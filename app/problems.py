@@ -221,11 +221,29 @@ def job_error_body(error: Mapping[str, Any] | None) -> dict[str, Any] | None:
     )
 
 
+OIP_PREFIX: Final = "/v2"
+
+
+def is_oip(path: str) -> bool:
+    """Under the Open Inference Protocol, whose clients read ``{"error": ...}`` only."""
+    return path == OIP_PREFIX or path.startswith(OIP_PREFIX + "/")
+
+
 def problem_response(
     body: Mapping[str, Any], headers: Mapping[str, str] | None = None
 ) -> JSONResponse:
     """The problem as a response; inside a request it carries the request's id, the one
-    its log lines have, for the caller to quote (a 500 says nothing else)."""
+    its log lines have, for the caller to quote (a 500 says nothing else). Under ``/v2`` the
+    same answer in the protocol's shape, ``{"error": detail}``, whoever raised it (an
+    unknown path, a method, a body limit): the protocol has no other error document."""
+    instance = body.get("instance")
+    if isinstance(instance, str) and is_oip(instance):
+        errors = body.get("errors") or []
+        where = "; ".join(
+            f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg')}" for e in errors
+        )
+        detail = f"{body['detail']}: {where}" if where else str(body["detail"])
+        return JSONResponse({"error": detail}, status_code=int(body["status"]), headers=headers)
     content = dict(body)
     request_id = REQUEST_ID.get()
     if request_id is not None:

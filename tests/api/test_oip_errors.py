@@ -155,3 +155,37 @@ async def test_an_unforeseen_error_on_a_v2_route_is_a_500_error_document(api: Ap
     assert "secret" not in response.text and response.headers["x-request-id"]
     response = await api.client.get("/v2/test/http-error")
     assert error_of(response, 409) == "taken" and response.headers["x-why"] == "test"
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "status"),
+    [
+        ("GET", "/v2/no/such/route", 404),
+        ("POST", "/v2/models/m/ready", 405),
+        ("DELETE", "/v2/health/live", 405),
+        ("GET", "/v2/models/m%2Fx/ready", 404),
+    ],
+)
+async def test_errors_before_any_v2_route_runs_are_error_documents_too(
+    api: Api, method: str, path: str, status: int
+) -> None:
+    """An unknown path, a method the path does not take and an encoded separator are refused
+    before a route runs; under /v2 they too are ``{"error": ...}``, never a problem."""
+    response = await api.client.request(method, path)
+    assert path.split("%")[0].rstrip("/") in error_of(response, status) or status == 405
+
+
+async def test_a_body_over_the_upload_limit_on_v2_is_an_error_document(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    settings = make_settings(tmp_path_factory.mktemp("oip-limit"), max_upload_bytes=1_000)
+    app = create_app(settings)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app, raise_app_exceptions=False)
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+            body = b"{" + b" " * (1_000 + 1024 * 1024) + b"}"  # beyond the multipart slack
+            response = await client.post("/v2/models/m/infer", content=body)
+            assert "limit is" in error_of(response, 413)
+            on_v1 = await client.post("/v1/models/m/versions/1/predict", content=body)
+            assert on_v1.status_code == 413
+            assert on_v1.headers["content-type"].startswith("application/problem+json")
