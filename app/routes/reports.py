@@ -8,9 +8,9 @@ setting and lists models only to a caller who may read them.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Path, Request
+from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import HTMLResponse, Response
 
 from app.bodies import OrjsonRoute
@@ -37,6 +37,15 @@ PlotName = Annotated[
     ),
 ]
 _FORMATS: dict[str, Format] = {media: fmt for fmt, media in MEDIA_TYPES.items()}
+FormatParam = Annotated[
+    Literal["svg", "png"] | None,
+    Query(
+        alias="format",
+        description="`svg` or `png`: the format whatever `Accept` says (for an `<img>` or a "
+        "link, which cannot set `Accept`). Without it, `Accept` chooses.",
+        examples=["png"],
+    ),
+]
 _HTML_EXAMPLE = "<!doctype html><html lang=en>…</html>"
 _SVG_EXAMPLE = '<svg xmlns="http://www.w3.org/2000/svg" role="img"><title>…</title>…</svg>'
 
@@ -110,9 +119,11 @@ async def version_report(name: ModelName, ref: VersionRef, registry: RegistryDep
     response_class=Response,
     summary="One plot of a version",
     description="The plot as `image/svg+xml` (the default) or `image/png` (with "
-    "`Accept: image/png`); any other `Accept` is a 406. Drawn from the version's stored "
-    "metrics only. An unknown plot, or one the version does not have, is a 404 listing "
-    "the plots it has (also in the version's `plots`).",
+    "`?format=png` or `Accept: image/png`); without `format`, any other `Accept` is a 406, "
+    "and any other `format` is a 422. Drawn from the version's stored metrics only, once: "
+    "a version's plots never change, so they are kept. An unknown plot, or one the "
+    "version does not have, is a 404 listing the plots it has (also in the version's "
+    "`plots`).",
     dependencies=[READ],
     responses={
         200: {
@@ -126,10 +137,15 @@ async def version_report(name: ModelName, ref: VersionRef, registry: RegistryDep
     },
 )
 async def plot(
-    name: ModelName, ref: VersionRef, plot: PlotName, request: Request, registry: RegistryDep
+    name: ModelName,
+    ref: VersionRef,
+    plot: PlotName,
+    request: Request,
+    registry: RegistryDep,
+    asked: FormatParam = None,
 ) -> Response:
     accept = request.headers.get("accept")
-    chosen = choose(accept, list(_FORMATS))
+    chosen = MEDIA_TYPES[asked] if asked else choose(accept, list(_FORMATS))
     if chosen is None:
         raise NotAcceptableError(
             f"this plot is served as {' or '.join(_FORMATS)}; Accept asked for {accept!r}"
