@@ -173,6 +173,7 @@ def main() -> None:
     parser.add_argument("--reports", type=int, default=16)
     parser.add_argument("--quiet-requests", type=int, default=40)
     parser.add_argument("--max-seconds", type=float, default=240.0)
+    parser.add_argument("--burst-only", action="store_true", help="skip steps 1 and 2")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder, service(args.code, Path(folder)) as base:
         print(f"service: {args.code} at {base}")
@@ -181,6 +182,9 @@ def main() -> None:
             for _ in range(2):
                 train(client, "many", table, "label")
             train(client, "small", iris(), "species")
+            if args.burst_only:
+                asyncio.run(burst(base, args.reports, args.max_seconds))
+                return
             report, cm = "/v1/models/many/versions/1/report", "/v1/models/many/versions/1/plots"
             big = f"{args.classes}-class"
             print(f"{big + ' report, first':44} {timed_get(client, report):7.3f} s")

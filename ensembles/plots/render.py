@@ -31,6 +31,7 @@ from typing import Any, Literal
 import matplotlib as mpl
 from matplotlib.figure import Figure
 from matplotlib.text import Text
+from matplotlib.typing import RcKeyType
 
 from ensembles.plots import figures, style
 from ensembles.plots.catalog import PLOTS, plot_data
@@ -126,22 +127,23 @@ class _SharedStyle:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._users = 0
-        self._saved: dict[str, Any] = {}
+        self._saved: dict[RcKeyType, Any] = {}
 
     @contextmanager
     def applied(self) -> Iterator[None]:
         with self._lock:
             if self._users == 0:
-                self._saved = dict(mpl.rcParams.copy())
-                mpl.rcParams.update(style.rc())
+                house = style.rc()
+                self._saved = {key: mpl.rcParams[key] for key in house}
+                mpl.rcParams.update(house)
             self._users += 1
         try:
             yield
         finally:
             with self._lock:
                 self._users -= 1
-                if self._users == 0:  # put back as rc_context does: no re-validation
-                    dict.update(mpl.rcParams, self._saved)
+                if self._users == 0:
+                    mpl.rcParams.update(self._saved)
 
 
 house_style = _SharedStyle().applied
