@@ -1,8 +1,9 @@
 """How long a report takes to render: one version of a 500-tree forest (and a regression
 ensemble), every plot drawn as SVG and the page rendered, as the service does it for
 ``GET /v1/models/{name}/versions/{ref}/report`` (minus the registry read). Also each plot
-alone as SVG and as PNG. Nothing is cached between rounds: each round draws every figure
-again.
+alone as SVG and as PNG. The plot cache is emptied before each round: each round draws
+every figure again (the service draws each plot of a version once; see
+``benchmarks/plot_burst.py``).
 
     .venv/bin/python benchmarks/report_bench.py [--trees 500] [--repeats 10]
 
@@ -24,7 +25,7 @@ from app.pages.version_page import page
 from ensembles import EvaluationSpec, parse_estimator_spec, resolve_ensemble, train
 from ensembles.data import select_training_data, table_from_frame
 from ensembles.plots import plots_of
-from ensembles.plots.render import render
+from ensembles.plots.render import CACHE, render
 
 VOTING = {
     "kind": "voting",
@@ -63,6 +64,7 @@ def _timed(fn: Callable[[], object], repeats: int) -> str:
     """Wall and CPU seconds of the first call, and their medians over the next ``repeats``."""
     walls, cpus = [], []
     for _ in range(repeats + 1):
+        CACHE.clear()
         wall, cpu = time.perf_counter(), time.process_time()
         fn()
         walls.append(time.perf_counter() - wall)

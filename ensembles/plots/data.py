@@ -15,11 +15,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 VersionView = Mapping[str, Any]
 """A version as the API serves it (``GET /v1/models/{name}/versions/{ref}``), as JSON."""
 
 MAX_FEATURES = 25  # bars of the feature-importance plot (the most important first)
 MAX_SELECTION_BARS = 30  # members of the selection-weights panel
+MAX_CLASSES = 20  # classes of a confusion matrix drawn one by one; the others summed as one
+MAX_MATRIX_MEMBERS = 50  # members of the diversity heat map (as many as training stores)
 BASES = ("holdout", "oob", "train")  # where a confusion matrix is taken from, in order
 _CURVE_BASES = {"oob": "out of bag", "holdout": "hold-out rows", "train": "training rows"}
 
@@ -80,11 +84,18 @@ class MemberScores:
 
 @dataclass(frozen=True)
 class Confusion:
-    """Rows: true class; columns: predicted class; both in ``classes`` order."""
+    """Rows: true class; columns: predicted class; both in ``classes`` order. When the
+    model has more than ``MAX_CLASSES`` classes, the last row and column sum the
+    ``summed`` classes with the fewest rows (what a reader can take in, and bounded work)."""
 
     classes: list[str]
     matrix: list[list[int]]
     evaluated_on: str
+    summed: int = 0
+
+    @property
+    def n_classes(self) -> int:
+        return len(self.classes) - 1 + self.summed if self.summed else len(self.classes)
 
 
 @dataclass(frozen=True)
@@ -121,11 +132,15 @@ class Bars:
 
 @dataclass(frozen=True)
 class Matrix:
-    """A members x members matrix with its members' names."""
+    """A members x members matrix with its members' names, on its measure's fixed scale
+    (``low``..``high``: a matrix of one value still reads as that value)."""
 
     name: str
     labels: list[str]
     values: list[list[float | None]]
+    low: float = 0.0
+    high: float = 1.0
+    n_members: int = 0  # members measured; more than ``labels``: only the first are drawn
 
 
 @dataclass(frozen=True)
@@ -274,9 +289,28 @@ def confusion_matrix(view: VersionView) -> Confusion:
     for basis in BASES:
         scores = metrics.get(basis)
         if isinstance(scores, Mapping) and scores.get("confusion_matrix"):
-            matrix = [[int(v) for v in row] for row in scores["confusion_matrix"]]
-            return Confusion(classes, matrix, basis)
+            return _top_classes(classes, scores["confusion_matrix"], basis)
     raise PlotAbsentError("this version stores no confusion matrix")
+
+
+def _top_classes(classes: list[str], stored: Any, basis: str) -> Confusion:
+    """The matrix as stored, or its ``MAX_CLASSES - 1`` classes with the most true rows (in
+    the classes' order) and one last class summing all the others."""
+    grid = np.asarray(stored, dtype=np.int64)
+    k = grid.shape[0]
+    if len(classes) != k:
+        classes = [str(i) for i in range(k)]
+    if k <= MAX_CLASSES:
+        return Confusion(classes, grid.tolist(), basis)
+    kept = np.sort(np.argsort(-grid.sum(axis=1), kind="stable")[: MAX_CLASSES - 1])
+    rest = np.setdiff1d(np.arange(k), kept)
+    top = np.zeros((len(kept) + 1, len(kept) + 1), dtype=np.int64)
+    top[:-1, :-1] = grid[np.ix_(kept, kept)]
+    top[:-1, -1] = grid[np.ix_(kept, rest)].sum(axis=1)
+    top[-1, :-1] = grid[np.ix_(rest, kept)].sum(axis=0)
+    top[-1, -1] = grid[np.ix_(rest, rest)].sum()
+    labels = [classes[i] for i in kept] + [f"{len(rest):,} other classes"]
+    return Confusion(labels, top.tolist(), basis, summed=len(rest))
 
 
 def _pairs(view: VersionView) -> Pairs:
@@ -318,6 +352,20 @@ def feature_importances(view: VersionView) -> Importances:
 
 
 _PAIRWISE = ("disagreement", "q_statistic", "correlation", "double_fault", "kappa")
+MORE_DIVERSE_WHEN_HIGH: dict[str, bool] = {
+    "disagreement": True,  # the share of rows where exactly one of the two is right
+    "q_statistic": False,  # Yule's Q, correlation, kappa: how alike the two members are
+    "correlation": False,
+    "kappa": False,
+    "double_fault": False,  # the share of rows both get wrong
+}
+SCALES: dict[str, tuple[float, float]] = {
+    "disagreement": (0.0, 1.0),
+    "double_fault": (0.0, 1.0),
+    "q_statistic": (-1.0, 1.0),
+    "correlation": (-1.0, 1.0),
+    "kappa": (-1.0, 1.0),
+}
 _AMBIGUITY = ("ensemble_mse", "mean_member_mse", "ambiguity")
 
 
@@ -349,11 +397,14 @@ def _matrix(stored: Mapping[str, Any]) -> Matrix | None:
     if not square:
         return None
     name = "disagreement" if "disagreement" in square else next(iter(square))
-    values = [[_number(v) for v in row] for row in square[name]]
+    n = len(square[name])
+    shown = min(n, MAX_MATRIX_MEMBERS)
+    values = [[_number(v) for v in row[:shown]] for row in square[name][:shown]]
     labels = matrices.get("members") or stored.get("members")
-    if not isinstance(labels, Sequence) or len(labels) != len(values):
-        labels = [str(i + 1) for i in range(len(values))]
-    return Matrix(name, [str(label) for label in labels], values)
+    if not isinstance(labels, Sequence) or len(labels) != n:
+        labels = [str(i + 1) for i in range(n)]
+    low, high = SCALES.get(name, (0.0, 1.0))
+    return Matrix(name, [str(label) for label in labels[:shown]], values, low, high, n)
 
 
 def _is_square(value: Any) -> bool:

@@ -13,9 +13,12 @@ from collections.abc import Sequence
 import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.patches import Patch
 
 from ensembles.plots import style
 from ensembles.plots.data import (
+    MAX_CLASSES,
+    MORE_DIVERSE_WHEN_HIGH,
     Bars,
     Confusion,
     Curve,
@@ -29,12 +32,19 @@ from ensembles.plots.data import (
     panels,
 )
 
+MAX_LABEL_CHARS = 40  # of a tick label taken from the user's data
+MAX_CELL_TEXT_MEMBERS = 8  # heat maps of at most this many members write each cell's value
 _BASIS_WORDS = {
     "holdout": "hold-out rows",
     "oob": "out-of-bag rows",
     "train": "training rows",
     "oof": "out-of-fold predictions",
 }
+
+
+def short(label: str, limit: int = MAX_LABEL_CHARS) -> str:
+    """A user's label cut to ``limit`` characters: one long name must not squeeze a plot."""
+    return label if len(label) <= limit else label[: limit - 1] + "…"
 
 
 def basis_words(basis: str) -> str:
@@ -86,7 +96,7 @@ def members(scores: MemberScores) -> Figure:
     """Members' scores as dots (a min-mean-max bar for a homogeneous ensemble), the
     ensemble's as a diamond of its own colour with a dashed line across: how much the
     ensemble gains over its members. The axis is zoomed onto the scores."""
-    labels = [name for name, _ in scores.named]
+    labels = [short(name) for name, _ in scores.named]
     rows = len(labels) + (1 if scores.spread else 0) + 1
     fig = new_figure(height=min(max(1.5 + 0.3 * rows, 2.6), 9.0))
     ax = fig.add_subplot()
@@ -143,6 +153,8 @@ def _gain(scores: MemberScores) -> str:
 
 
 def confusion_matrix(confusion: Confusion) -> Figure:
+    """At most ``MAX_CLASSES`` classes (the rest summed in the last row and column, and
+    the title says so): the cost of drawing, and what a reader can take in, are bounded."""
     k = len(confusion.classes)
     side = min(max(3.0, 0.55 * k + 1.6), 9.0)
     fig = new_figure(height=side, width=side + 1.4)
@@ -151,7 +163,7 @@ def confusion_matrix(confusion: Confusion) -> Figure:
     image = ax.imshow(matrix, cmap=style.HEATMAP, vmin=0)
     fig.colorbar(image, ax=ax, label="rows", shrink=0.8)
     threshold = matrix.max() / 2 if matrix.size else 0
-    if k <= 20:
+    if k <= MAX_CLASSES:
         for (i, j), value in np.ndenumerate(matrix):
             ax.text(
                 j,
@@ -159,15 +171,22 @@ def confusion_matrix(confusion: Confusion) -> Figure:
                 f"{int(value)}",
                 ha="center",
                 va="center",
-                fontsize=9,
+                fontsize=9 if k <= 12 else 7,
                 color="black" if value > threshold else "white",
             )
-    ax.set_xticks(range(k), confusion.classes, rotation=45 if k > 4 else 0, ha="right")
-    ax.set_yticks(range(k), confusion.classes)
+    labels = [short(c) for c in confusion.classes]
+    ax.set_xticks(range(k), labels, rotation=45 if k > 4 else 0, ha="right")
+    ax.set_yticks(range(k), labels)
     ax.set_xlabel("predicted class")
     ax.set_ylabel("true class")
     ax.grid(False)
-    ax.set_title(f"Confusion matrix ({basis_words(confusion.evaluated_on)})")
+    title = f"Confusion matrix ({basis_words(confusion.evaluated_on)})"
+    if confusion.summed:
+        title += (
+            f"\nthe {k - 1} classes with the most rows of {confusion.n_classes:,}; "
+            f"the other {confusion.summed:,} summed in the last row and column"
+        )
+    ax.set_title(title, fontsize=10 if confusion.summed else None)
     return fig
 
 
@@ -218,7 +237,7 @@ def feature_importances(importances: Importances) -> Figure:
     ax = fig.add_subplot()
     positions = list(range(n))[::-1]
     ax.barh(positions, importances.values, color=style.MEMBER, height=0.7)
-    ax.set_yticks(positions, importances.names)
+    ax.set_yticks(positions, [short(name) for name in importances.names])
     ax.set_xlabel("importance (share of the total, summed over encoded columns)")
     ax.grid(axis="y", visible=False)
     shown = f"top {n} of {importances.total}" if n < importances.total else f"{n} features"
@@ -234,36 +253,72 @@ def _bars(ax: Axes, bars: Bars, colors: Sequence[str] | None = None) -> None:
         color=list(colors) if colors else [style.color(i) for i in positions],
         width=0.65,
     )
-    ax.set_xticks(positions, bars.labels, rotation=30 if len(bars.labels) > 3 else 0, ha="right")
+    labels = [short(label) for label in bars.labels]
+    ax.set_xticks(positions, labels, rotation=30 if len(bars.labels) > 3 else 0, ha="right")
     ax.set_ylabel(bars.y_label)
     ax.axhline(0, color=style.NEUTRAL, linewidth=0.8)
     ax.grid(axis="x", visible=False)
 
 
 def _heatmap(fig: Figure, ax: Axes, matrix: Matrix) -> None:
+    """The matrix on its measure's fixed scale (members who always agree read as 0, not
+    as a flat colour of an arbitrary scale), each cell's value written in it when few."""
     values = np.asarray(_nan([v for row in matrix.values for v in row]), dtype=float)
-    grid = values.reshape(len(matrix.values), len(matrix.values))
-    image = ax.imshow(grid, cmap=style.HEATMAP)
-    fig.colorbar(image, ax=ax, label=matrix.name.replace("_", " "), shrink=0.8)
     k = len(matrix.labels)
+    grid = values.reshape(k, k)
+    image = ax.imshow(grid, cmap=style.HEATMAP, vmin=matrix.low, vmax=matrix.high)
+    measure = matrix.name.replace("_", " ")
+    fig.colorbar(image, ax=ax, label=measure, shrink=0.8)
+    if k <= MAX_CELL_TEXT_MEMBERS:
+        middle = (matrix.low + matrix.high) / 2
+        for (i, j), value in np.ndenumerate(grid):
+            ax.text(
+                j,
+                i,
+                "n/a" if np.isnan(value) else f"{value:.2f}",
+                ha="center",
+                va="center",
+                fontsize=9 if k <= 5 else 7,
+                color="black" if value > middle else "white",
+            )
     step = max(1, k // 12)
     ticks = list(range(0, k, step))
-    ax.set_xticks(ticks, [matrix.labels[i] for i in ticks], rotation=90)
-    ax.set_yticks(ticks, [matrix.labels[i] for i in ticks])
+    ax.set_xticks(ticks, [short(matrix.labels[i]) for i in ticks], rotation=90)
+    ax.set_yticks(ticks, [short(matrix.labels[i]) for i in ticks])
     ax.set_xlabel("member")
     ax.set_ylabel("member")
     ax.grid(False)
-    ax.set_title(f"Pairwise {matrix.name.replace('_', ' ')}")
+    shown = f" (first {k} of {matrix.n_members} members)" if matrix.n_members > k else ""
+    ax.set_title(f"Pairwise {measure}{shown}")
+
+
+def _directed_bars(ax: Axes, bars: Bars) -> None:
+    """Pairwise measures point both ways (a high disagreement: diverse members; a high
+    Q, correlation, kappa or double fault: alike ones): each bar's colour and hatch say
+    which, and so does the legend."""
+    diverse = [MORE_DIVERSE_WHEN_HIGH.get(label) for label in bars.labels]
+    colors = [style.MEMBER if d else style.ENSEMBLE for d in diverse]
+    _bars(ax, bars, colors)
+    for patch, d in zip(ax.patches, diverse, strict=False):
+        patch.set_hatch("" if d else "//")
+    legend = [
+        Patch(facecolor=style.MEMBER, label="higher: members more diverse"),
+        Patch(facecolor=style.ENSEMBLE, hatch="//", label="higher: members more alike"),
+    ]
+    ax.legend(handles=legend, loc="upper center", bbox_to_anchor=(0.5, -0.32), frameon=False)
 
 
 def diversity(found: Diversity) -> Figure:
-    fig = new_figure()
+    fig = new_figure(height=style.HEIGHT_IN + 0.6)
     if found.matrix is not None:
         bars_ax, matrix_ax = fig.subplots(1, 2)
         _heatmap(fig, matrix_ax, found.matrix)
     else:
         bars_ax = fig.add_subplot()
-    _bars(bars_ax, found.bars)
+    if any(label in MORE_DIVERSE_WHEN_HIGH for label in found.bars.labels):
+        _directed_bars(bars_ax, found.bars)
+    else:
+        _bars(bars_ax, found.bars)
     bars_ax.set_title(f"Diversity ({basis_words(found.evaluated_on)})")
     return fig
 

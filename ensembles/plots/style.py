@@ -50,6 +50,8 @@ RC: Final[dict[RcKeyType, Any]] = {
     "axes.axisbelow": True,
     "figure.dpi": DPI,
     "savefig.dpi": DPI,
+    "text.parse_math": False,  # labels are the user's strings: "$x^$" is text, not mathtext
+    "text.usetex": False,
     "svg.fonttype": "none",  # text stays text: selectable, searchable, sharp, small
     "svg.hashsalt": "ensemble-service",  # ids in the SVG do not change from run to run
 }

@@ -13,8 +13,9 @@ from xml.etree import ElementTree
 import pytest
 
 from app.settings import Settings
+from ensembles.plots.render import CACHE
 from tests.api.conftest import started
-from tests.api.support import Api, diabetes_frame, forest
+from tests.api.support import Api, diabetes_frame, forest, iris_frame, locs
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -257,3 +258,60 @@ async def test_the_landing_page_lists_models_only_to_readers(keyed: Api) -> None
     assert "needs an API key with the <code>read</code> role" in anonymous.text
     reader = await keyed.client.get("/", headers={"Authorization": "Bearer r"})
     assert "No model yet" in reader.text
+
+
+async def test_format_png_is_honoured_and_an_unknown_format_is_a_422(
+    api: Api, forest_version: dict[str, Any]
+) -> None:
+    path = "/v1/models/iris-clf/versions/1/plots/members"
+    png = await api.client.get(path, params={"format": "png"})
+    assert png.status_code == 200, png.text
+    assert png.headers["content-type"] == "image/png"
+    assert png.content.startswith(PNG_MAGIC)
+    svg = await api.client.get(path, params={"format": "svg"}, headers={"Accept": "image/png"})
+    assert svg.headers["content-type"] == "image/svg+xml"
+    ElementTree.fromstring(svg.content)
+    bogus = await api.client.get(path, params={"format": "bogus"})
+    assert bogus.status_code == 422, bogus.text
+    assert bogus.headers["content-type"].startswith("application/problem+json")
+    assert ["query", "format"] in locs(bogus)
+
+
+DOLLAR_COLUMNS = ["$\\undefinedcommand$", "a$b", "$x^$", "petal_width"]
+DOLLAR_LABELS = {"setosa": "$x^$", "versicolor": "$\\frac{1}{$", "virginica": "a$b"}
+
+
+async def test_dollar_signs_in_columns_and_labels_are_drawn_as_written(api: Api) -> None:
+    frame = iris_frame().copy()
+    frame.columns = [*DOLLAR_COLUMNS, "species"]
+    frame["species"] = frame["species"].map(DOLLAR_LABELS)
+    dataset = await api.upload_frame(frame, "dollars")
+    version = await api.train("dollars", forest(dataset, 10))
+    assert version["classes"] == sorted(DOLLAR_LABELS.values())
+    report = await api.client.get("/v1/models/dollars/versions/1/report")
+    assert report.status_code == 200, report.text
+    assert "$\\frac{1}{$" in report.text
+    for name in version["plots"]:
+        for fmt in ("svg", "png"):
+            path = f"/v1/models/dollars/versions/1/plots/{name}?format={fmt}"
+            response = await api.client.get(path)
+            assert response.status_code == 200, (name, fmt, response.text)
+    svg = (await api.client.get("/v1/models/dollars/versions/1/plots/feature_importances")).text
+    assert "$\\undefinedcommand$" in svg and "a$b" in svg
+
+
+async def test_a_plot_asked_again_is_served_from_the_cache(
+    api: Api, forest_version: dict[str, Any]
+) -> None:
+    path = "/v1/models/iris-clf/versions/1/plots/confusion_matrix"
+    first = await api.client.get(path, params={"format": "png"})
+    renders, hits = CACHE.renders, CACHE.hits
+    again = await api.client.get(path, params={"format": "png"})
+    assert again.content == first.content
+    assert (CACHE.renders, CACHE.hits) == (renders, hits + 1)
+    svg = await api.client.get(path)  # another format: drawn once more
+    assert svg.headers["content-type"] == "image/svg+xml"
+    assert CACHE.renders == renders + 1
+    report = await api.client.get("/v1/models/iris-clf/versions/1/report")
+    assert report.status_code == 200
+    assert CACHE.renders == renders + len(forest_version["plots"])  # the SVG was kept

@@ -6,8 +6,10 @@ the data today; documents shaped as API.md describes them (``curves``, ``diversi
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from functools import cache
-from typing import Any
+from html import escape
+from typing import Any, Literal
 from xml.etree import ElementTree
 
 import numpy as np
@@ -17,10 +19,11 @@ from matplotlib.container import BarContainer, ErrorbarContainer
 from matplotlib.figure import Figure
 from matplotlib.image import AxesImage
 from matplotlib.lines import Line2D
+from matplotlib.text import Text
 
 from app.pages.accept import choose
 from ensembles.plots import PLOTS, absence, plot_data, plots_of
-from ensembles.plots.render import figure, inline, render
+from ensembles.plots.render import CACHE, PlotCache, draw, figure, inline, render
 from ensembles.plots.versions import comparison, rows
 from ensembles.registry.documents import VersionMetadata
 from ensembles.specs import EvaluationSpec, parse_estimator_spec
@@ -364,3 +367,154 @@ def test_names_from_the_user_stay_text_in_the_svg() -> None:
         assert "<script" not in svg and "<img" not in svg
         ElementTree.fromstring(svg)  # still well-formed XML
     assert "&lt;script&gt;" in render("confusion_matrix", view).decode()
+
+
+HOSTILE_TEXT = ["$x^$", "$\\frac{1}{$", "a$b", "$\\undefinedcommand$"]
+
+
+def _every_plot_with(texts: list[str]) -> dict[str, Any]:
+    """A classification document whose every user string (classes, columns, members,
+    curve names) is one of ``texts``: each plot the catalog has draws some of them."""
+    curves = [
+        {"name": texts[0], "x_label": "members", "x": [1, 2], "y_label": "oob error",
+         "y": [0.3, 0.2]},
+        {"name": texts[1], "x_label": "members", "x": [1, 2], "y_label": "oob error",
+         "y": [0.4, 0.3]},
+        {"name": "selection", "x_label": "step", "x": [1, 2], "y_label": texts[3],
+         "y": [0.8, 0.9]},
+    ]  # fmt: skip
+    pairwise = {"disagreement": 0.2, "q_statistic": 0.5}
+    return {
+        "model": "m", "version": 1, "task": "classification", "kind": "ensemble_selection",
+        "classes": texts[:3],
+        "metrics": {
+            "holdout": {"accuracy": 0.9, "confusion_matrix": [[3, 1, 0], [0, 4, 0], [1, 0, 2]]},
+            "curves": curves,
+            "estimators": [{"name": t, "holdout": {"accuracy": 0.8}} for t in texts],
+            "diversity": {"evaluated_on": "holdout", "pairwise": pairwise,
+                          "matrices": {"members": texts[:2],
+                                       "disagreement": [[0.0, 0.2], [0.2, 0.0]]}},
+            "selection": {"weights": {t: i + 1 for i, t in enumerate(texts)}},
+        },
+        "feature_importances": dict.fromkeys(texts, 0.25),
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize("fmt", ["svg", "png"])
+def test_dollar_signs_in_user_text_are_drawn_as_written(fmt: Literal["svg", "png"]) -> None:
+    view = _every_plot_with(HOSTILE_TEXT)
+    assert plots_of(view) == [
+        "oob_curve", "members", "confusion_matrix", "feature_importances", "diversity",
+        "selection_curve",
+    ]  # fmt: skip
+    for name in plots_of(view):
+        image = render(name, view, fmt)
+        if fmt == "svg":
+            text = image.decode()
+            drawn = [t for t in HOSTILE_TEXT if escape(t, quote=False) in text]
+            assert drawn, (name, "no user text drawn")
+        else:
+            assert image.startswith(b"\x89PNG")
+    fig = figure("feature_importances", view)
+    assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == HOSTILE_TEXT
+    assert not any(t.get_parse_math() for t in fig.findobj(Text))
+
+
+def test_the_versions_comparison_draws_aliases_as_written() -> None:
+    one = {**trained("wine", "random_forest", n_estimators=5), "aliases": ["$x^$"]}
+    svg = draw(lambda: comparison([one]), "$\\frac{1}{$").decode()
+    assert "$x^$" in svg
+
+
+def test_a_thousand_classes_are_drawn_as_twenty() -> None:
+    """19 classes with the most rows, and one summing the other 981: the work and the
+    picture are bounded, and the sums are the stored ones."""
+    k = 1000
+    matrix = np.zeros((k, k), dtype=int)
+    np.fill_diagonal(matrix, 2)
+    matrix[np.arange(k), (np.arange(k) + 1) % k] = 1
+    matrix[500:519, 500:519] += 3  # classes 500..518 have the most rows
+    classes = [f"class {i}" for i in range(k)]
+    metrics = {"train": {"confusion_matrix": matrix.tolist()}}
+    view = {"model": "m", "version": 1, "task": "classification", "kind": "random_forest",
+            "classes": classes, "metrics": metrics}  # fmt: skip
+    fig = figure("confusion_matrix", view)
+    ax = fig.axes[0]
+    labels = [t.get_text() for t in ax.get_xticklabels()]
+    assert labels == [*classes[500:519], "981 other classes"]
+    assert [t.get_text() for t in ax.get_yticklabels()] == labels
+    (image,) = [a for a in ax.get_children() if isinstance(a, AxesImage)]
+    drawn = np.asarray(image.get_array())
+    assert drawn.shape == (20, 20) and len(ax.texts) == 400
+    assert drawn.sum() == matrix.sum()
+    assert drawn[:-1, :-1].tolist() == matrix[500:519, 500:519].tolist()
+    assert drawn[-1, -1] == matrix.sum() - matrix[500:519].sum() - matrix[:, 500:519].sum() + (
+        matrix[500:519, 500:519].sum()
+    )
+    assert "the 19 classes with the most rows of 1,000" in ax.get_title()
+    assert "the other 981 summed" in ax.get_title()
+
+
+def test_members_who_always_agree_read_as_zero_on_a_fixed_scale() -> None:
+    view = trained("wine", "random_forest", n_estimators=10)
+    diversity = {
+        "evaluated_on": "holdout",
+        "pairwise": {"disagreement": 0.0, "q_statistic": 1.0, "correlation": None,
+                     "double_fault": 0.1, "kappa": 1.0},
+        "matrices": {"members": ["a", "b"], "disagreement": [[0.0, 0.0], [0.0, 0.0]],
+                     "kappa": [[1.0, 1.0], [1.0, 1.0]]},
+    }  # fmt: skip
+    view = {**view, "metrics": {**view["metrics"], "diversity": diversity}}
+    bars_ax, matrix_ax = _draw("diversity", view).axes[:2]
+    (image,) = [a for a in matrix_ax.get_children() if isinstance(a, AxesImage)]
+    assert image.get_clim() == (0.0, 1.0)
+    assert [t.get_text() for t in matrix_ax.texts] == ["0.00"] * 4
+    legend = bars_ax.get_legend()
+    assert legend is not None
+    assert [t.get_text() for t in legend.get_texts()] == [
+        "higher: members more diverse",
+        "higher: members more alike",
+    ]
+    hatches = [p.get_hatch() or "" for p in bars_ax.patches]
+    assert hatches == ["", "//", "//", "//", "//"]  # only disagreement grows with diversity
+    kappa = {**diversity, "matrices": {k: v for k, v in diversity["matrices"].items()
+                                       if k != "disagreement"}}  # fmt: skip
+    view = {**view, "metrics": {**view["metrics"], "diversity": kappa}}
+    matrix_ax = _draw("diversity", view).axes[1]
+    (image,) = [a for a in matrix_ax.get_children() if isinstance(a, AxesImage)]
+    assert image.get_clim() == (-1.0, 1.0)
+
+
+def _stored(view: dict[str, Any], created_at: str) -> dict[str, Any]:
+    return {**view, "created_at": created_at, "artifact": {"sha256": "a" * 64},
+            "dataset": {"sha256": "d" * 64}}  # fmt: skip
+
+
+def test_a_stored_version_s_plot_is_drawn_once_per_format() -> None:
+    view = _stored(trained("wine", "random_forest", n_estimators=10), "2026-11-25T10:00:00Z")
+    renders, hits = CACHE.renders, CACHE.hits
+    first = render("members", view)
+    assert render("members", view) is first
+    assert (CACHE.renders, CACHE.hits) == (renders + 1, hits + 1)
+    assert render("members", view, "png").startswith(b"\x89PNG")
+    assert CACHE.renders == renders + 2
+    again = _stored(view, "2026-11-25T10:00:01Z")  # deleted and trained again: new content
+    render("members", again)
+    assert CACHE.renders == renders + 3
+    unstored = trained("wine", "random_forest", n_estimators=10)  # no identity: never kept
+    assert render("members", unstored) is not render("members", unstored)
+    assert CACHE.renders == renders + 3
+
+
+def test_the_plot_cache_drops_the_least_recently_used() -> None:
+    cache = PlotCache(max_bytes=10)
+    made: list[str] = []
+
+    def make(key: str) -> Callable[[], bytes]:
+        return lambda: made.append(key) or key.encode() * 4
+
+    for key in ("a", "b", "a", "c", "a", "b"):
+        cache.get(key, make(key))
+    assert made == ["a", "b", "c", "b"]  # "b" was dropped for "c"; "a" was used since
+    assert cache.get("huge", lambda: b"x" * 11) == b"x" * 11  # too big to keep, still served
+    assert cache.get("a", make("a")) == b"aaaa" and made[-1] == "b"
