@@ -395,10 +395,13 @@ def test_gradient_boosting_with_subsample_reports_its_oob_loss_curve() -> None:
     assert oob["loss"] == oob["loss_curve"][-1]
 
 
-def test_no_oob_is_explained_in_notes() -> None:
-    model = fit("iris", {"kind": "adaboost", "params": {"n_estimators": 5}})
-    assert model.metrics.oob is None
+def test_no_oob_is_explained_in_notes_when_the_kind_can_have_one() -> None:
+    model = fit("iris", {"kind": "gradient_boosting", "params": {"n_estimators": 5}})
+    assert model.metrics.oob is None  # subsample = 1: this fit left no row out
     assert any("OOB" in note for note in model.metrics.notes)
+    model = fit("iris", {"kind": "adaboost", "params": {"n_estimators": 5}})
+    assert model.metrics.oob is None  # AdaBoost never leaves rows out: nothing to explain
+    assert not any("OOB" in note for note in model.metrics.notes)
 
 
 # --- members in parallel, progress and cancellation ----------------------------------
