@@ -2,27 +2,35 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+# Two stamps: `make run` installs the service and its client only (STAMP); `make test` adds
+# the developer tools of the `dev` extra (DEV_STAMP), which a user starting the service
+# never needs (they are most of the download and of .venv's size).
 STAMP := $(VENV)/.installed
+DEV_STAMP := $(VENV)/.installed-dev
 
 .PHONY: test lint typecheck pytest test-deps run clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	$(BIN)/python -m pip install --quiet -e .
 	touch $(STAMP)
 
-test: $(STAMP) lint typecheck pytest
+$(DEV_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	touch $(DEV_STAMP)
 
-lint: $(STAMP)
+test: $(DEV_STAMP) lint typecheck pytest
+
+lint: $(DEV_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/hadolint Dockerfile
 
-typecheck: $(STAMP)
+typecheck: $(DEV_STAMP)
 	$(BIN)/mypy
 
-pytest: $(STAMP) test-deps
+pytest: $(DEV_STAMP) test-deps
 	$(BIN)/pytest -q
 
 # System programs the tests run for real (PostgreSQL's server, ...), installed from Debian

@@ -7,11 +7,13 @@ to report at once, not a traceback of a server process (or N of them) later. Mes
 never contain a password: URLs are shown with ``***`` in its place.
 
 Each check is a function of the settings returning a problem or None, one per dependency
-a setting can name: the registry database, the object store, the Dask scheduler.
+a setting can name: the optional extra it needs installed, the registry database, the
+object store, the Dask scheduler.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import re
 from collections.abc import Callable
 from typing import Final
@@ -112,10 +114,50 @@ def check_scheduler(settings: Settings) -> str | None:
     return check_reachable(settings.dask_scheduler)
 
 
+# setting -> (is it set to use the feature, the module it imports, the extra providing it)
+EXTRAS: Final[dict[str, tuple[Callable[[Settings], bool], str, str]]] = {
+    "ENSEMBLE_DATABASE_URL": (
+        lambda s: (s.database_url or "").startswith("postgresql+psycopg:"),
+        "psycopg",
+        "postgres",
+    ),
+    "ENSEMBLE_OBJECT_STORE": (
+        lambda s: (s.store.url or "").startswith("s3://"),
+        "boto3",
+        "s3",
+    ),
+    "ENSEMBLE_DASK_SCHEDULER": (lambda s: s.dask_scheduler is not None, "distributed", "dask"),
+}
+
+
+def missing_extra(setting: str, module: str, extra: str) -> str | None:
+    """The problem of a setting whose optional extra is not installed, or None.
+
+    `make run` installs the service without the optional extras (most users need none of
+    them), so a setting that needs one says which, instead of an ImportError later."""
+    if importlib.util.find_spec(module) is not None:
+        return None
+    return (
+        f"{setting} needs the '{extra}' extra, which is not installed: "
+        f"pip install -e '.[{extra}]' (or: pip install 'ensemble-service[{extra}]')"
+    )
+
+
+def check_extras(settings: Settings) -> str | None:
+    """The first setting that needs an optional extra not installed, or None."""
+    for setting, (wanted, module, extra) in EXTRAS.items():
+        if wanted(settings) and (problem := missing_extra(setting, module, extra)):
+            return problem
+    return None
+
+
 CHECKS: Final[tuple[Check, ...]] = (check_database, check_object_store, check_scheduler)
 
 
 def problems(settings: Settings) -> list[str]:
-    """One line per unreachable dependency (empty: all reachable)."""
+    """One line per unreachable dependency (empty: all reachable); a missing extra first,
+    and alone (the check of what it would have reached could only fail on the import)."""
+    if problem := check_extras(settings):
+        return [problem]
     found = (check(settings) for check in CHECKS)
     return [problem for problem in found if problem is not None]

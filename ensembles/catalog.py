@@ -281,6 +281,20 @@ class Kind:
     def tasks(self) -> tuple[Task, ...]:
         return tuple(t for t in TASKS if t in self.classes)
 
+    @property
+    def leaves_rows_out(self) -> bool:
+        """Can a fit of this kind leave rows out of its members' training (an OOB estimate,
+        an OOB curve)? Never without an OOB source, nor when the fixed parameters give every
+        member every row (random_subspace): a note on such a kind would explain nothing."""
+        every_row = self.fixed.get("bootstrap") is False and self.fixed.get("max_samples") == 1.0
+        return self.oob != "none" and not every_row
+
+    @property
+    def predicts_out_of_fold(self) -> bool:
+        """Are its members scored out of fold: stacking always, voting (named members on
+        the same rows) with evaluation.cv_folds."""
+        return self.members == "named" and not self.becomes
+
     def param(self, name: str) -> Param | None:
         return next((p for p in self.params if p.name == name), None)
 

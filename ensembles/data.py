@@ -40,6 +40,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ensembles.errors import DataError, Problem, TooLargeError, UnsupportedFormatError, shown
+from ensembles.suggestions import did_you_mean, hint
 
 ColumnDtype = Literal["int64", "float64", "bool", "string", "datetime"]
 Task = Literal["classification", "regression"]
@@ -360,14 +361,36 @@ def table_from_records(records: Sequence[object], limits: TableLimits = TableLim
 # ---------------------------------------------------------------------------- files
 
 
-def _decode(content: bytes) -> str:
-    """UTF-8 (a BOM is fine); the first bad byte is reported with its offset and line."""
+_BINARY_MAGIC = {
+    b"\x1f\x8b": "a gzip archive",
+    b"PK\x03\x04": "a zip archive (an .xlsx workbook is one: export it as CSV)",
+    b"\x89PNG": "a PNG image",
+    b"%PDF": "a PDF document",
+    b"\x7fELF": "an executable",
+    b"\xd0\xcf\x11\xe0": "an Office document (export it as CSV)",
+    b"PAR1": "a Parquet file (name it .parquet)",
+}
+
+
+def _decode(content: bytes, what: str) -> str:
+    """UTF-8 text (a BOM is fine), else a refusal saying the file is not a ``what`` at all.
+
+    A binary file would otherwise reach the parser: NUL bytes are valid UTF-8, so a file
+    of zeros read as a one-column table "with no rows". NUL never occurs in a text table."""
+    kind = next((k for magic, k in _BINARY_MAGIC.items() if content.startswith(magic)), None)
+    nul = content.find(b"\x00")
     try:
-        return content.decode("utf-8-sig")
+        text = content.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         line = content[: exc.start].count(b"\n") + 1
-        msg = f"byte {exc.start} (line {line} of the file) is not valid UTF-8; save as UTF-8"
-        raise DataError("undecodable bytes", [Problem(("bytes", exc.start), msg)]) from exc
+        advice = f"the file is {kind}" if kind else "if it is text, save it as UTF-8"
+        msg = f"not {what}: byte {exc.start} (line {line} of the file) is not valid UTF-8; {advice}"
+        raise DataError(f"not {what}", [Problem(("bytes", exc.start), msg)]) from exc
+    if nul != -1:  # a text table never holds one; the magic number, if any, says what it is
+        found = kind or f"binary data (a NUL byte at byte {nul})"
+        msg = f"not {what}: the file is {found}; send {what} as UTF-8 text"
+        raise DataError(f"not {what}", [Problem(("bytes", nul), msg)])
+    return text
 
 
 def _csv_header(cells: list[str]) -> list[str]:
@@ -430,14 +453,14 @@ def _csv_column(name: str, cells: list[str]) -> pd.Series:
 
 
 def _read_csv(content: bytes, limits: TableLimits) -> Table:
-    names, rows = _csv_rows(_decode(content), limits)
+    names, rows = _csv_rows(_decode(content, "a CSV table"), limits)
     return _finish({n: _csv_column(n, [r[j] for r in rows]) for j, n in enumerate(names)})
 
 
 def _read_jsonl(content: bytes, limits: TableLimits) -> Table:
     """One JSON object per line; split on "\\n" only, as JSON strings may hold U+2028."""
     records: list[object] = []
-    for line_no, line in enumerate(_decode(content).split("\n"), start=1):
+    for line_no, line in enumerate(_decode(content, "a JSON Lines table").split("\n"), start=1):
         if not line.strip():
             continue
         _check_limit("rows", len(records) + 1, limits.max_rows)
@@ -561,7 +584,9 @@ def _target_problems(name: str, dtype: ColumnDtype, values: pd.Series, task: Tas
 def _check_target(table: Table, target: str, task: Task | None) -> tuple[list[Problem], Task]:
     summary = next((c for c in table.columns if c.name == target), None)
     if summary is None:
-        return [Problem(("target",), f"no column {target!r} in the table")], task or "regression"
+        names = [c.name for c in table.columns]
+        msg = f"no column {target!r} in the table{hint('columns', target, names)}"
+        return [Problem(("target",), msg)], task or "regression"
     if summary.dtype == "datetime":
         msg = f"{target!r} is a datetime column; derive a numeric target from it"
         return [Problem(("target",), msg)], task or "regression"
@@ -582,7 +607,7 @@ def _check_features(table: Table, target: str, features: Sequence[str]) -> list[
     seen: dict[str, int] = {}
     for i, name in enumerate(features):
         if name not in dtypes:
-            msg = f"no column {name!r} in the table"
+            msg = f"no column {name!r} in the table{hint('columns', name, dtypes)}"
         elif name == target:
             msg = f"{name!r} is the target; it cannot also be a feature"
         elif name in seen:
@@ -676,7 +701,9 @@ def _model_objects(name: str, s: pd.Series, dtype: ColumnDtype) -> np.ndarray[An
 
 def _model_column(name: str, frame: pd.DataFrame, dtype: ColumnDtype) -> np.ndarray[Any, Any]:
     if name not in frame.columns:
-        raise DataError("missing column", [Problem(("columns", name), "the column is missing")])
+        sent = [c for c in frame.columns if isinstance(c, str)]
+        msg = f"the column is missing{did_you_mean(name, sent)}"
+        raise DataError("missing column", [Problem(("columns", name), msg)])
     if dtype == "datetime":
         msg = f"{name!r} is a datetime column; models take numbers, booleans or strings"
         raise DataError("datetime column", [Problem(("columns", name), msg)])

@@ -213,15 +213,15 @@ def train(
                 )
             if reason and own is not None and own.oob_sums is None:
                 reason = "its members are measured out of fold instead (metrics.selection)"
-            if reason:
+            if reason and kind.leaves_rows_out:  # else no fit of this kind has one
                 notes.append(f"no OOB estimate: {reason}")
             Xbt = np.asarray(pipeline[:-1].transform(Xb))
             members, member_note = metrics.member_scores(
                 ensemble, Xbt, yb, task, classes, basis, walk=kind.members
             )
-            if member_note:
+            if member_note and kind.members != "none":  # "none": members never score alone
                 notes.append(member_note)
-            curve = _curve(kind, ensemble, oob_curve, Xbt, yb, task, basis, notes, own)
+            curve = _curve(kind, ensemble, oob_curve, Xbt, yb, task, basis, notes)
             extra: dict[str, Any] = {}
             if task == "regression":
                 predicted = np.asarray(pipeline.predict(Xb))
@@ -586,7 +586,6 @@ def _curve(
     task: Task,
     basis: str,
     notes: list[str],
-    own: OwnReport | None = None,
 ) -> dict[str, Any] | None:
     """OOB curve for the bagging family, forests and pasting_votes, staged scores for
     boosting (an own algorithm's other curves are in ``metrics.curves``)."""
@@ -596,13 +595,9 @@ def _curve(
     points = metrics.staged_curve(ensemble, Xbt, yb, task) if kind.curve == "stages" else []
     if points:
         return {"basis": basis, "metric": metric, "points": points}
-    if own is not None and own.curves:
-        notes.append("no member curve: see metrics.curves for this kind's own curves")
-    else:
-        notes.append(
-            "no score curve: the ensemble neither leaves rows out of bag nor boosts in stages"
-        )
-    return None
+    if kind.curve == "oob" and kind.leaves_rows_out:
+        notes.append("no score curve: no row was left out of bag in this fit")
+    return None  # a kind that never has one says nothing (the report names what is absent)
 
 
 def _cross_validate(

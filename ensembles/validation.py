@@ -30,6 +30,7 @@ from ensembles.builders import build_estimator
 from ensembles.catalog import KINDS, SERVICE_OWNED_PARAMS, Kind, MemberNeed, Task
 from ensembles.errors import Location, Problem, SpecError, TrainingError, shown
 from ensembles.specs import EstimatorSpec, EvaluationSpec, NamedEstimatorSpec, SpecLimits
+from ensembles.suggestions import did_you_mean
 from ensembles.training import cv_problems, encode_classes, split_rows
 
 MEMBER_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
@@ -83,7 +84,8 @@ def _resolve(
 ) -> EstimatorSpec:
     kind = KINDS.get(spec.kind)
     if kind is None:
-        problems.append(Problem((*loc, "kind"), f"unknown kind '{spec.kind}'; see GET /v1/kinds"))
+        msg = f"unknown kind '{spec.kind}'{did_you_mean(spec.kind, KINDS)}; see GET /v1/kinds"
+        problems.append(Problem((*loc, "kind"), msg))
         return spec
     if task not in kind.tasks:
         only = " and ".join(kind.tasks)
@@ -206,7 +208,8 @@ def _resolve_params(
                 msg = f"'{kind.name}' fixes {name}={kind.fixed[name]!r}"
             else:
                 known = ", ".join(sorted(allowed)) or "none"
-                msg = f"unknown parameter '{name}' for {kind.name} ({task}); known: {known}"
+                msg = (f"unknown parameter '{name}' for {kind.name} ({task})"
+                       f"{did_you_mean(name, allowed)}; known: {known}")  # fmt: skip
             problems.append(Problem((*loc, name), msg))
         elif not param.accepts(value, task):
             msg = f"must be {param.describe(task)}; got {shown(value)}"

@@ -95,6 +95,21 @@ class DatasetOut(BaseModel):
         )
 
 
+class DatasetUploadOut(DatasetOut):
+    """The stored table, and whether the same table was already stored under its name."""
+
+    duplicate_of: str | None = Field(
+        default=None,
+        description="The id of a dataset uploaded before under the same name with the same "
+        "content (same sha256), or null. The upload is stored all the same; the name still "
+        "selects this table for training, as every dataset of that name holds the same rows.",
+    )
+
+    @classmethod
+    def uploaded(cls, record: DatasetRecord, duplicate_of: str | None) -> DatasetUploadOut:
+        return cls(**DatasetOut.of(record).model_dump(), duplicate_of=duplicate_of)
+
+
 # DatasetRowsIn and DatasetRecordsIn parse the JSON upload (app.services.datasets); the
 # rows' contents are the table's to check (ensembles.data). Docstrings are the OpenAPI text.
 

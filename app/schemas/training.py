@@ -50,7 +50,10 @@ class TrainingRequest(BaseModel):
         json_schema_extra={"examples": [TRAINING_EXAMPLE, FOREST_EXAMPLE]},
     )
 
-    dataset_id: str = Field(description="The dataset to train on (POST /v1/datasets).")
+    dataset_id: str = Field(
+        description="The dataset to train on (POST /v1/datasets): its id, or its name when "
+        "unique (uploads of one name with the same content count as one table)."
+    )
     target: str = Field(min_length=1, description="The column to predict.")
     features: list[str] | None = Field(
         default=None, description="Feature columns, in order; default: every column but the target."

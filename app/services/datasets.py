@@ -1,4 +1,5 @@
-"""Dataset uploads: multipart files or JSON bodies -> canonical tables in the registry."""
+"""Dataset uploads: multipart files or JSON bodies -> canonical tables in the registry;
+and :func:`resolve`, the one place a dataset id *or name* becomes a dataset."""
 
 from __future__ import annotations
 
@@ -25,9 +26,45 @@ from ensembles import (
     table_from_rows,
     table_to_parquet,
 )
+from ensembles.errors import Location, NotFoundError
 from ensembles.registry import DatasetRecord, Registry
 
 _ROWS_KEYS = frozenset({"columns", "rows"})
+
+
+def resolve(
+    registry: Registry, reference: str, loc: Location, *, one_table: bool = False
+) -> DatasetRecord:
+    """The dataset whose id, else whose name, is ``reference``.
+
+    A name selects a dataset when it is unique. Uploads of the same name and the same
+    content (sha256) are one table, so for reading (``one_table=False``) the newest of them
+    is as good as any; a name that covers different tables is a 422 listing their ids, as
+    is any name of several datasets when ``one_table`` (deleting must not guess)."""
+    try:
+        return registry.get_dataset(reference)
+    except NotFoundError:
+        named = registry.datasets_named(reference)
+    if not named:
+        raise NotFoundError(f"no dataset {reference!r} (neither a dataset id nor a name)")
+    if len(named) == 1 or (not one_table and len({r.sha256 for r in named}) == 1):
+        return named[0]
+    ids = ", ".join(r.id for r in named)
+    same = " (the same table)" if len({r.sha256 for r in named}) == 1 else ""
+    msg = f"{len(named)} datasets are named {reference!r}{same}: {ids}; give one of their ids"
+    raise InvalidRequestError("ambiguous dataset name", [Problem(loc, msg)])
+
+
+def duplicate_of(registry: Registry, record: DatasetRecord) -> str | None:
+    """The oldest other dataset of ``record``'s name with the same content, if any."""
+    if record.name is None:
+        return None
+    same = [
+        r
+        for r in registry.datasets_named(record.name)
+        if r.sha256 == record.sha256 and r.id != record.id
+    ]
+    return same[-1].id if same else None
 
 
 async def upload(request: Request, registry: Registry, settings: Settings) -> DatasetRecord:

@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from app.problems import InvalidRequestError, count_text
 from app.schemas.training import TrainingRequest
+from app.services import datasets
 from app.settings import Settings
 from app.threads import in_thread
 from ensembles import (
@@ -110,9 +111,12 @@ async def prepare_job(
     data: TrainingData | None = None
     if "dataset_id" not in bad:
         try:
-            record = await in_thread(registry.get_dataset, request.dataset_id)
-        except NotFoundError:
-            problems.append(Problem(("dataset_id",), f"no dataset {request.dataset_id!r}"))
+            loc = ("dataset_id",)
+            record = await in_thread(datasets.resolve, registry, request.dataset_id, loc)
+        except NotFoundError as exc:
+            problems.append(Problem(("dataset_id",), exc.detail))
+        except InvalidRequestError as exc:
+            problems += exc.problems
     if record is not None and not bad & {"target", "features", "task"}:
         try:
             data = await in_thread(_load_training_data, registry, record, request)

@@ -41,6 +41,7 @@ import pyarrow as pa
 from ensembles.builders import NUMERIC_DTYPES, FeatureColumn
 from ensembles.errors import PredictionInputError, Problem, TooLargeError, shown
 from ensembles.signature import ModelSignature
+from ensembles.suggestions import did_you_mean
 
 __all__ = [
     "FLOAT32_LIMIT",
@@ -113,7 +114,8 @@ def check_rows(
         values = columns.get(column.name)
         if values is None:
             continue  # reported as a missing column already
-        bad, n_bad = _scan(column, values, signature.accepts_missing(column))
+        absent = _missing_column(column.name, extra)
+        bad, n_bad = _scan(column, values, signature.accepts_missing(column), absent)
         total += n_bad
         loc = ("instances", column.name)
         keyed += [((row, position), Problem((loc[0], row, loc[1]), msg)) for row, msg in bad]
@@ -123,6 +125,11 @@ def check_rows(
         keyed.sort(key=lambda item: item[0])
         raise input_error("instances", [p for _, p in keyed], total)
     return CheckedColumns(arrays, _extra_warnings(extra) + unseen_categories(signature, arrays))
+
+
+def _missing_column(name: str, extra: Sequence[str]) -> str:
+    """A missing column's message, with the sent column it was likely meant to be."""
+    return f"missing column {name!r}{did_you_mean(name, extra)}"
 
 
 def _extra_warnings(extra: Sequence[str]) -> list[str]:
@@ -314,7 +321,8 @@ def _from_columnar(header: object, data: object, names: Sequence[str]) -> _Cells
             problems.append(Problem(("instances", "columns"), f"duplicate column {name!r}"))
         position.setdefault(name, j)
     missing = [n for n in names if n not in position]
-    problems += [Problem(("instances", "columns"), f"missing column {n!r}") for n in missing]
+    extra = [c for c in position if c not in set(names)]
+    problems += [Problem(("instances", "columns"), _missing_column(n, extra)) for n in missing]
     rows: list[list[Any] | None] = []
     for i, row in enumerate(data):
         ok = isinstance(row, list) and len(row) == len(header)
@@ -326,7 +334,6 @@ def _from_columnar(header: object, data: object, names: Sequence[str]) -> _Cells
     columns = {
         n: [_SKIP if r is None else r[position[n]] for r in rows] for n in names if n in position
     }
-    extra = [c for c in position if c not in set(names)]
     return columns, problems, extra
 
 
@@ -338,7 +345,7 @@ def _family(column: FeatureColumn) -> str:
 
 
 def _scan(
-    column: FeatureColumn, cells: list[object], allow_missing: bool
+    column: FeatureColumn, cells: list[object], allow_missing: bool, absent: str = ""
 ) -> tuple[list[tuple[int, str]], int]:
     """The first MAX_PROBLEMS bad cells of one column (row, message) and how many in all.
 
@@ -359,7 +366,7 @@ def _scan(
         elif value is _SKIP:
             msg = None
         elif value is _ABSENT:
-            msg = f"missing column {column.name!r}"
+            msg = absent or f"missing column {column.name!r}"
         else:
             msg = _unusual_value_problem(value, family)
         if msg is not None:
@@ -449,10 +456,12 @@ def check_table(
         position.setdefault(name, i)
     total = len(keyed)
     arrays: Columns = {}
+    wanted = {f.name for f in signature.features}
     for j, feature in enumerate(signature.features):
         index = position.get(feature.name)
         column = None if index is None else table.column(index)
-        (bad, n_bad), array = _read_column(feature, column, table.num_rows, signature)
+        absent = _missing_column(feature.name, [c for c in position if c not in wanted])
+        (bad, n_bad), array = _read_column(feature, column, table.num_rows, signature, absent)
         total += n_bad
         keyed += [((row, j), Problem(("instances", row, feature.name), msg)) for row, msg in bad]
         if not total and array is not None:
@@ -460,7 +469,6 @@ def check_table(
     if total:
         keyed.sort(key=lambda item: item[0])
         raise input_error("instances", [p for _, p in keyed], total)
-    wanted = {f.name for f in signature.features}
     extra = _extra_warnings([c for c in position if c not in wanted])
     return CheckedColumns(arrays, extra + unseen_categories(signature, arrays))
 
@@ -475,11 +483,12 @@ def _read_column(
     column: pa.ChunkedArray | None,
     n_rows: int,
     signature: ModelSignature,
+    absent: str,
 ) -> tuple[_Bad, np.ndarray[Any, Any] | None]:
     """The bad cells of one feature column and, when there are none, its array."""
     allow_missing = signature.accepts_missing(feature)
     if column is None:
-        return _scan(feature, [_ABSENT] * n_rows, allow_missing), None
+        return _scan(feature, [_ABSENT] * n_rows, allow_missing, absent), None
     if feature.dtype in NUMERIC_DTYPES and _is_number(column.type):
         return _arrow_numbers(feature, column, allow_missing)
     cells: list[object] = column.to_pylist()

@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from ensembles.catalog import KINDS
+
 VersionView = Mapping[str, Any]
 """A version as the API serves it (``GET /v1/models/{name}/versions/{ref}``), as JSON."""
 
@@ -181,6 +183,25 @@ def _note_about(view: VersionView, *words: str) -> str | None:
     return None
 
 
+def _never(view: VersionView, measure: str) -> str | None:
+    """Why no fit of the version's kind has ``measure``, in plain words (training writes
+    no note for those: a note says what was skipped for this model only)."""
+    kind = KINDS.get(str(view.get("kind")))
+    if kind is None:
+        return None
+    name = kind.name
+    if measure == "curve" and (
+        kind.curve == "none" or (kind.curve == "oob" and not kind.leaves_rows_out)
+    ):
+        return "no score curve: the ensemble neither leaves rows out of bag nor boosts in stages"
+    if measure == "members" and kind.members == "none":
+        return f"a {name} model's members are not predictors of their own (boosting stages)"
+    if measure == "diversity" and kind.members == "none":
+        what = "diversity" if view.get("task") == "classification" else "ambiguity"
+        return f"no {what}: a {name} model's members do not predict the target on their own"
+    return None
+
+
 def _number(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
@@ -235,6 +256,7 @@ def oob_curve(view: VersionView) -> Curves:
         return Curves(curves)
     raise PlotAbsentError(
         _note_about(view, "curve")
+        or _never(view, "curve")
         or f"this version ({view.get('kind')}) stores no score curve against the number of members"
     )
 
@@ -266,6 +288,7 @@ def members(view: VersionView) -> MemberScores:
     if not named and spread is None:
         raise PlotAbsentError(
             _note_about(view, "predictors of their own", "member score")
+            or _never(view, "members")
             or "this version stores no score of its members beside the ensemble's"
         )
     ensemble_scores = metrics.get(basis)
@@ -384,7 +407,8 @@ def diversity(view: VersionView) -> Diversity:
         return Diversity(str(ambiguity.get("evaluated_on") or ""), bars, None)
     raise PlotAbsentError(
         _note_about(view, "diversity", "ambiguity")
-        or "this version stores no diversity measures of its members"
+        or _never(view, "diversity")
+        or "no diversity: this version stores no diversity measures of its members"
     )
 
 

@@ -368,6 +368,16 @@ class SqlRegistry:
         with self._read() as conn:
             return [rows.dataset_record(row) for row in conn.execute(query).mappings()]
 
+    def datasets_named(self, name: str) -> list[DatasetRecord]:
+        """The datasets uploaded under ``name``, newest first (none for an unnamed one)."""
+        query = (
+            sa.select(datasets)
+            .where(datasets.c.name == name)
+            .order_by(datasets.c.created_at.desc(), datasets.c.id)
+        )
+        with self._read() as conn:
+            return [rows.dataset_record(row) for row in conn.execute(query).mappings()]
+
     def delete_dataset(self, dataset_id: str) -> None:
         """Forget a dataset; versions trained on it keep working (artifacts are standalone)."""
         check_dataset_id(dataset_id)

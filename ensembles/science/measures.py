@@ -2,7 +2,9 @@
 
 Training calls :func:`measure` once the model is fitted and scored: diversity (or, for
 regression, ambiguity) on rows the members did not train on, out-of-fold scores, and
-AdaBoost's hardest rows. Each block that does not apply is None and one note says why.
+AdaBoost's hardest rows. Each block that does not apply is None; a note says why when the
+block applies to the kind but this fit could not have it (a note about a measure no fit of
+the kind ever has would explain nothing: the report names what is absent in plain words).
 
 Cost is bounded whatever the ensemble: members are judged on at most ``MAX_ROWS`` rows
 (a seeded sample) and the first ``MAX_MEMBERS`` members; the pairwise measures cost
@@ -81,10 +83,10 @@ def _measure(ev: Evidence, notes: list[str]) -> dict[str, Any]:
         folds = stacking_oof(ensemble, ev.Xt, ev.y_train, ev.task)
     if folds is not None:
         out["oof"] = folds.report(ev.y_train)
-    else:
+    elif ev.kind.predicts_out_of_fold:  # voting without cv_folds: say how to get them
         notes.append(
-            "no out-of-fold scores: only stacking, and voting with evaluation.cv_folds, "
-            "predict out of fold"
+            "no out-of-fold scores: set evaluation.cv_folds to score the vote and each "
+            "member on rows it did not train on"
         )
     block, reason = _diversity(ev, folds)
     out["diversity" if ev.task == "classification" else "ambiguity"] = block
@@ -95,8 +97,6 @@ def _measure(ev: Evidence, notes: list[str]) -> dict[str, Any]:
         out["hardest_rows"], why = hardest_rows(ensemble, ev.Xt, ev.y_train, ev.train_positions)
         if why:
             notes.append(f"no hardest rows: {why}")
-    else:
-        notes.append("no hardest rows: they are AdaBoost's final row weights")
     return out
 
 
@@ -104,7 +104,7 @@ def _diversity(ev: Evidence, folds: OutOfFold | None) -> tuple[dict[str, Any] | 
     """The diversity (classification) or ambiguity (regression) block, or why not."""
     ensemble = ev.pipeline[-1]
     if ev.kind.members == "none" and walk_of(ensemble) is not None:
-        return None, f"{type(ensemble).__name__}'s members do not predict the target on their own"
+        return None, None  # boosting's stages never predict the target: nothing to explain
     found = _judged_outputs(ev, folds)
     if isinstance(found, str):
         return None, found

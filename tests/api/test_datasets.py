@@ -81,6 +81,50 @@ async def test_list_newest_first_get_and_delete(api: Api) -> None:
     assert (await api.client.get("/v1/datasets/not-an-id")).status_code == 404
 
 
+async def test_get_and_delete_by_a_unique_name(api: Api) -> None:
+    dataset = (await api.upload_csv(iris_csv(), name="iris")).json()["id"]
+    got = await api.client.get("/v1/datasets/iris")
+    assert got.status_code == 200 and got.json()["id"] == dataset
+    missing = await api.client.get("/v1/datasets/roses")
+    assert missing.status_code == 404 and "no dataset 'roses'" in missing.json()["detail"]
+    assert (await api.client.delete("/v1/datasets/iris")).status_code == 204
+    assert (await api.client.get(f"/v1/datasets/{dataset}")).status_code == 404
+
+
+async def test_a_name_of_several_tables_is_a_422_listing_their_ids(api: Api) -> None:
+    first = (await api.upload_csv(iris_csv(), name="iris")).json()["id"]
+    other = iris_frame().head(50).to_csv(index=False)
+    second = (await api.upload_csv(other, name="iris")).json()["id"]
+    for response in (
+        await api.client.get("/v1/datasets/iris"),
+        await api.client.delete("/v1/datasets/iris"),
+    ):
+        assert response.status_code == 422, response.text
+        (error,) = response.json()["errors"]
+        assert error["loc"] == ["path", "dataset_id"]
+        assert first in error["msg"] and second in error["msg"]
+    assert len((await api.client.get("/v1/datasets")).json()) == 2  # nothing deleted
+
+
+async def test_same_name_and_content_again_says_duplicate_of(api: Api) -> None:
+    first = (await api.upload_csv(iris_csv(), name="iris")).json()
+    assert first["duplicate_of"] is None
+    again = await api.upload_csv(iris_csv(), name="iris")
+    assert again.status_code == 201
+    assert again.json()["duplicate_of"] == first["id"] != again.json()["id"]
+    third = await api.upload_csv(iris_csv(), name="iris")
+    assert third.json()["duplicate_of"] == first["id"]  # the first upload, every time
+    # One table under one name reads by name (the newest); deleting must not guess.
+    got = await api.client.get("/v1/datasets/iris")
+    assert got.status_code == 200 and got.json()["id"] == third.json()["id"]
+    assert (await api.client.delete("/v1/datasets/iris")).status_code == 422
+    elsewhere = await api.upload_csv(iris_csv(), name="flowers")
+    assert elsewhere.json()["duplicate_of"] is None  # another name: another dataset
+    changed = await api.upload_csv(iris_frame().head(9).to_csv(index=False), name="iris")
+    assert changed.json()["duplicate_of"] is None
+    assert (await api.client.get("/v1/datasets/iris")).status_code == 422  # two tables now
+
+
 async def test_empty_file_422(api: Api) -> None:
     response = await api.upload_csv("")
     assert response.status_code == 422
@@ -110,6 +154,20 @@ async def test_undecodable_bytes_422(api: Api) -> None:
     response = await api.client.post("/v1/datasets", files=files)
     assert response.status_code == 422
     assert response.json()["errors"]
+
+
+async def test_binary_file_named_csv_is_not_a_csv_table_422(api: Api) -> None:
+    """NUL bytes are valid UTF-8: a file of zeros used to read as a table "with no rows"."""
+    for content, says in [
+        (b"\x00" * 512, "binary data (a NUL byte at byte 0)"),
+        (b"\x1f\x8b\x08\x00" + bytes(range(256)), "a gzip archive"),
+    ]:
+        files = {"file": ("t.csv", content, "text/csv")}
+        response = await api.client.post("/v1/datasets", files=files)
+        assert response.status_code == 422
+        (error,) = response.json()["errors"]
+        assert error["msg"].startswith("not a CSV table: ") and says in error["msg"], error
+        assert error["loc"][0] == "bytes"
 
 
 async def test_json_rows_wrong_length_422_names_row(api: Api) -> None:

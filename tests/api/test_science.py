@@ -60,4 +60,5 @@ async def test_a_version_shows_diversity_curves_and_bias_variance(api: Api) -> N
     assert metrics["bias_variance"]["rounds"] == 3
     assert metrics["bias_variance"]["member_spec"]["kind"] == "decision_tree"
     assert metrics["oof"] is None and metrics["hardest_rows"] is None
-    assert any(n.startswith("no hardest rows:") for n in metrics["notes"])
+    # A forest never has hardest rows nor out-of-fold scores: no note about them (issue 20).
+    assert not [n for n in metrics["notes"] if n.startswith(("no hardest rows", "no out-of-fold"))]

@@ -11,7 +11,7 @@ from fastapi import FastAPI
 
 from app.settings import Settings
 from tests.api.conftest import started
-from tests.api.support import Api, forest, iris_frame, locs
+from tests.api.support import Api, forest, iris_csv, iris_frame, locs
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 
@@ -136,6 +136,22 @@ async def test_unknown_dataset_422(api: Api) -> None:
     assert await _refused(api, forest("ds_000000000000000000000000")) == [["dataset_id"]]
 
 
+async def test_dataset_by_its_name(api: Api) -> None:
+    dataset = await api.iris()
+    name = (await api.client.get(f"/v1/datasets/{dataset}")).json()["name"]
+    version = await api.train("by-name", forest(name))
+    assert version["dataset"]["id"] == dataset
+    again = (await api.upload_csv(iris_csv(), name=name)).json()["id"]  # the same table
+    version = await api.train("by-name", forest(name))
+    assert version["dataset"]["id"] == again  # the newest of one table's uploads
+    await api.upload_csv(iris_frame().head(60).to_csv(index=False), name=name)
+    response = await api.submit("by-name", forest(name))
+    assert response.status_code == 422, response.text
+    (error,) = response.json()["errors"]
+    assert error["loc"] == ["dataset_id"] and dataset in error["msg"] and again in error["msg"]
+    assert await _refused(api, forest("no-such-name")) == [["dataset_id"]]
+
+
 async def test_missing_target_and_feature_columns_422(api: Api) -> None:
     dataset = await api.iris()
     body = {**forest(dataset), "target": "colour", "features": ["sepal_length", "nope"]}
@@ -148,6 +164,27 @@ async def test_unknown_kind_and_parameter_422(api: Api) -> None:
     assert await _refused(api, body) == [["ensemble", "kind"]]
     body = {**forest(dataset), "ensemble": {"kind": "random_forest", "params": {"trees": 3}}}
     assert await _refused(api, body) == [["ensemble", "params", "trees"]]
+
+
+async def test_refusals_say_what_was_meant(api: Api) -> None:
+    """A misspelt column, kind or parameter: the message names the likely one (issue 20)."""
+    dataset = await api.iris()
+    body = {
+        **forest(dataset, target="Species", features=["sepal_lenght"]),
+        "ensemble": {"kind": "random_forrest"},
+    }
+    response = await api.submit("m", body)
+    assert response.status_code == 422, response.text
+    errors = {tuple(e["loc"]): e["msg"] for e in response.json()["errors"]}
+    assert "did you mean 'species'?" in errors[("target",)]
+    assert "'sepal_width', 'petal_length', 'petal_width', 'species'" in errors[("target",)]
+    assert "did you mean 'sepal_length'?" in errors[("features", 0)]
+    assert "did you mean 'random_forest'?" in errors[("ensemble", "kind")]
+    body = {**forest(dataset), "ensemble": {"kind": "random_forest", "params": {"max_dept": 3}}}
+    response = await api.submit("m", body)
+    (error,) = response.json()["errors"]
+    assert error["loc"] == ["ensemble", "params", "max_dept"]
+    assert "did you mean 'max_depth'?" in error["msg"]
 
 
 async def test_value_out_of_bounds_has_the_full_path(api: Api) -> None:

@@ -26,6 +26,15 @@ def test_create_get_list_read(registry: SqlRegistry) -> None:
     assert temp_files(registry.data_dir) == []
 
 
+def test_datasets_named_newest_first_and_only_that_name(registry: SqlRegistry) -> None:
+    older = registry.create_dataset(name="iris", parquet=parquet_bytes(5), n_rows=5, columns=[])
+    registry.create_dataset(name="Iris", parquet=parquet_bytes(5), n_rows=5, columns=[])
+    registry.create_dataset(name=None, parquet=parquet_bytes(5), n_rows=5, columns=[])
+    newer = registry.create_dataset(name="iris", parquet=parquet_bytes(2), n_rows=2, columns=[])
+    assert registry.datasets_named("iris") == [newer, older]  # exact, case and all
+    assert registry.datasets_named("roses") == []
+
+
 def test_delete_keeps_models_trained_on_it_loadable(registry: SqlRegistry) -> None:
     dataset = registry.create_dataset(name="d", parquet=parquet_bytes(), n_rows=3, columns=COLUMNS)
     publish(registry, "iris", value={"fitted": True}, metadata={"dataset": {"id": dataset.id}})
