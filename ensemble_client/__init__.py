@@ -43,6 +43,7 @@ from ensemble_client.models import (
     Metrics,
     Model,
     Prediction,
+    ShadowStats,
     Version,
 )
 
@@ -75,6 +76,7 @@ __all__ = [
     "ServerError",
     "ServerUnreachableError",
     "ServiceUnavailableError",
+    "ShadowStats",
     "UnsupportedFormatError",
     "Version",
     "WaitTimeoutError",
