@@ -314,3 +314,12 @@ async def test_predictions_are_counted_by_version_and_alias(versions: Api) -> No
         if s.name == "ensemble_predictions_total" and s.labels["model"] == "iris"
     }
     assert counted == {("1", ""): 1, ("1", "prod"): 1, ("2", "prod"): 1}
+
+
+async def test_the_model_report_shows_each_alias_with_its_weights(versions: Api) -> None:
+    api = versions
+    assert (await _put(api, {"versions": {"1": 0.75, "2": 0.25}, "shadow": 3})).status_code == 200
+    assert (await _put(api, {"version": 2}, "/v1/models/iris/aliases/stable")).status_code == 200
+    html = (await api.client.get("/v1/models/iris/report")).text
+    assert "prod → v1 0.75 · v2 0.25 · shadow v3" in html
+    assert "stable → v2" in html
