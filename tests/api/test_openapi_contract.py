@@ -18,7 +18,7 @@ from tests.api.support import Api
 PATHS = {
     "/v1/models/iris": "GET, DELETE, OPTIONS",
     "/v1/models/iris/versions/3": "GET, DELETE, OPTIONS",
-    "/v1/models/iris/aliases/production": "PUT, DELETE, OPTIONS",
+    "/v1/models/iris/aliases/production": "GET, PUT, DELETE, OPTIONS",
     "/v1/models/iris/versions": "GET, POST, OPTIONS",
     "/v1/datasets": "GET, POST, OPTIONS",
     "/healthz": "GET, OPTIONS",
