@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import math
 import time
 from collections import Counter
@@ -323,3 +324,19 @@ async def test_the_model_report_shows_each_alias_with_its_weights(versions: Api)
     html = (await api.client.get("/v1/models/iris/report")).text
     assert "prod → v1 0.75 · v2 0.25 · shadow v3" in html
     assert "stable → v2" in html
+
+
+async def test_a_table_body_reaches_the_shadow_too(versions: Api) -> None:
+    api = versions
+    assert (await _put(api, {"version": 1, "shadow": 2})).status_code == 200
+    buffer = io.BytesIO()
+    iris_frame()[IRIS_FEATURES].head(12).to_parquet(buffer, index=False)
+    response = await api.client.post(
+        "/v1/models/iris/versions/prod/predict",
+        content=buffer.getvalue(),
+        headers={"Content-Type": "application/vnd.apache.parquet"},
+    )
+    assert response.status_code == 200, response.text
+    assert response.json()["version"] == 1
+    stats = await _stats(api, expected=1)
+    assert (stats["requests"], stats["rows"], stats["compared"], stats["errors"]) == (1, 12, 12, 0)
