@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +60,8 @@ from app.schemas.oip import OipInferenceRequest
 from app.schemas.predictions import PredictRequest
 from app.schemas.training import TrainingRequest
 from app.services.container import Services
+from app.services.routing import shadow_answer
+from app.services.shadows import ShadowQueue
 from app.settings import Settings
 from app.threads import in_thread
 from ensembles.registry import ModelCache, SqlRegistry
@@ -121,7 +124,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             report_startup_failure()  # the launcher of several processes exits 3
             raise
         metrics.watch(registry.count_jobs_by_status, cache)
-        application.state.services = Services(settings, registry, cache, runner, metrics)
+        shadows = ShadowQueue(settings.shadow_queue)
+        services = Services(settings, registry, cache, runner, metrics, shadows)
+        shadows.start(partial(shadow_answer, services), registry.add_shadow_counts)
+        application.state.services = services
         if not settings.api_keys:
             log.warning("no API keys configured (ENSEMBLE_API_KEYS): the service is open")
         else:
@@ -132,6 +138,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         finally:
             log.info("shutting down: stopping the training workers")
             await runner.stop()
+            await in_thread(shadows.close)
             cache.clear()
             await in_thread(registry.close)
             metrics.close(last=launcher_gone())

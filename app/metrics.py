@@ -98,8 +98,9 @@ class Metrics:
         )
         self.predictions = Counter(
             "ensemble_predictions",
-            "Prediction requests answered, by model.",
-            ("model",),
+            "Prediction requests answered, by model, the version that answered and the "
+            "alias it was reached through (empty when called by number or latest).",
+            ("model", "version", "alias"),
             registry=own,
         )
         self.prediction_rows = Counter(
@@ -153,8 +154,9 @@ class Metrics:
         self.requests.labels(*labels).inc()
         self.latency.labels(*labels).observe(seconds)
 
-    def observe_prediction(self, model: str, rows: int) -> None:
-        self.predictions.labels(model).inc()
+    def observe_prediction(self, model: str, rows: int, version: int, alias: str) -> None:
+        """``alias``: the alias the version was reached through ("" by number or latest)."""
+        self.predictions.labels(model, str(version), alias).inc()
         self.prediction_rows.labels(model).inc(rows)
 
     def observe_training(self, status: str, seconds: float) -> None:

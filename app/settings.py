@@ -211,6 +211,12 @@ class Settings(BaseSettings):
         ge=0,
         description="Most artifact bytes of loaded models kept in memory.",
     )
+    shadow_queue: int = Field(
+        default=100,
+        ge=1,
+        description="Shadow predictions waiting in one server process; when full, more are "
+        "dropped (and counted) rather than slow the answers.",
+    )
     max_nesting_depth: int = Field(
         default=3, ge=1, description="Most levels of ensembles nested in one spec."
     )

@@ -44,6 +44,7 @@ from ensemble_client.models import (
     Metrics,
     Model,
     Prediction,
+    ShadowStats,
     Version,
 )
 
@@ -77,6 +78,7 @@ __all__ = [
     "ServerError",
     "ServerUnreachableError",
     "ServiceUnavailableError",
+    "ShadowStats",
     "UnsupportedFormatError",
     "Version",
     "WaitTimeoutError",

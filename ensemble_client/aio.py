@@ -22,7 +22,17 @@ from ensemble_client import exports
 from ensemble_client import operations as ops
 from ensemble_client.calls import Operation, RetryPolicy
 from ensemble_client.exports import ExportFormat, ExportInfo
-from ensemble_client.models import Alias, Catalog, Dataset, Health, Job, Model, Prediction, Version
+from ensemble_client.models import (
+    Alias,
+    Catalog,
+    Dataset,
+    Health,
+    Job,
+    Model,
+    Prediction,
+    ShadowStats,
+    Version,
+)
 from ensemble_client.progress import progress_for
 from ensemble_client.sessions import DEFAULT_TIMEOUT_S, AsyncSession
 
@@ -225,6 +235,29 @@ class AsyncModels(_Resource):
     @same_doc(sync.Models.alias)
     async def alias(self, name: str, alias: str, version: int) -> Alias:
         result: Alias = await self._run(ops.set_alias(name, alias, version))
+        return result
+
+    @same_doc(sync.Models.set_alias)
+    async def set_alias(
+        self,
+        name: str,
+        alias: str,
+        version: int | None = None,
+        *,
+        versions: Mapping[int, float] | Mapping[str, float] | None = None,
+        shadow: int | None = None,
+    ) -> Alias:
+        result: Alias = await self._run(ops.set_alias(name, alias, version, versions, shadow))
+        return result
+
+    @same_doc(sync.Models.get_alias)
+    async def get_alias(self, name: str, alias: str) -> Alias:
+        result: Alias = await self._run(ops.get_alias(name, alias))
+        return result
+
+    @same_doc(sync.Models.shadow_stats)
+    async def shadow_stats(self, name: str, alias: str) -> ShadowStats:
+        result: ShadowStats = await self._run(ops.shadow_stats(name, alias))
         return result
 
     @same_doc(sync.Models.remove_alias)

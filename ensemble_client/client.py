@@ -26,7 +26,17 @@ from ensemble_client import exports
 from ensemble_client import operations as ops
 from ensemble_client.calls import Operation, RetryPolicy
 from ensemble_client.exports import ExportFormat, ExportInfo
-from ensemble_client.models import Alias, Catalog, Dataset, Health, Job, Model, Prediction, Version
+from ensemble_client.models import (
+    Alias,
+    Catalog,
+    Dataset,
+    Health,
+    Job,
+    Model,
+    Prediction,
+    ShadowStats,
+    Version,
+)
 from ensemble_client.progress import progress_for
 from ensemble_client.sessions import DEFAULT_TIMEOUT_S, Session
 
@@ -272,6 +282,34 @@ class Models(_Resource):
         Alias(model='iris-rf', alias='production', version=3)
         """
         result: Alias = self._run(ops.set_alias(name, alias, version))
+        return result
+
+    def set_alias(
+        self,
+        name: str,
+        alias: str,
+        version: int | None = None,
+        *,
+        versions: Mapping[int, float] | Mapping[str, float] | None = None,
+        shadow: int | None = None,
+    ) -> Alias:
+        """Point ``alias`` at one ``version``, or split it by weight between ``versions``
+        (weights > 0 summing to 1); ``shadow`` also gets every prediction's rows.
+
+        >>> client.models.set_alias("iris-rf", "production", versions={3: 0.9, 4: 0.1}, shadow=5)
+        Alias(model='iris-rf', alias='production', version=3, versions={3: 0.9, 4: 0.1}, shadow=5)
+        """
+        result: Alias = self._run(ops.set_alias(name, alias, version, versions, shadow))
+        return result
+
+    def get_alias(self, name: str, alias: str) -> Alias:
+        """An alias with its weights and shadow."""
+        result: Alias = self._run(ops.get_alias(name, alias))
+        return result
+
+    def shadow_stats(self, name: str, alias: str) -> ShadowStats:
+        """How the alias's shadow compared since it was set (``NotFoundError`` without one)."""
+        result: ShadowStats = self._run(ops.shadow_stats(name, alias))
         return result
 
     def remove_alias(self, name: str, alias: str) -> None:

@@ -170,9 +170,31 @@ class Version(Answer):
 
 
 class Alias(Answer):
+    """An alias: the version it names; a weighted one's ``versions`` (version -> weight)
+    and its ``shadow`` where it has them."""
+
     model: str
     alias: str
     version: int
+    versions: dict[int, float] | None = None
+    shadow: int | None = None
+
+
+class ShadowStats(Answer):
+    """A shadow's counts since it was set: ``label_agreement`` (classification) or
+    ``mean_abs_difference`` (regression), null before any row was compared."""
+
+    model: str
+    alias: str
+    shadow: int
+    since: datetime
+    requests: int
+    rows: int
+    compared: int = 0
+    label_agreement: float | None = None
+    mean_abs_difference: float | None = None
+    errors: int
+    dropped: int = 0
 
 
 class Prediction(Answer):

@@ -31,6 +31,7 @@ from ensemble_client.models import (
     Job,
     Model,
     Prediction,
+    ShadowStats,
     Version,
 )
 from ensemble_client.progress import JobProgress
@@ -257,10 +258,33 @@ def delete_version(name: str, version: int) -> Operation[None]:
     yield _delete(_version(name, version))
 
 
-def set_alias(name: str, alias: str, version: int) -> Operation[Alias]:
+def set_alias(
+    name: str,
+    alias: str,
+    version: int | None = None,
+    versions: Mapping[int, float] | Mapping[str, float] | None = None,
+    shadow: int | None = None,
+) -> Operation[Alias]:
     path = f"{_model(name)}/aliases/{segment(alias, 'alias')}"
-    response = yield Call("PUT", path, json={"version": version}, idempotent=True)
+    body: dict[str, Any] = {}
+    if version is not None:
+        body["version"] = version
+    if versions is not None:
+        body["versions"] = {str(number): weight for number, weight in versions.items()}
+    if shadow is not None:
+        body["shadow"] = shadow
+    response = yield Call("PUT", path, json=body, idempotent=True)
     return Alias.model_validate_json(response.content)
+
+
+def get_alias(name: str, alias: str) -> Operation[Alias]:
+    response = yield _get(f"{_model(name)}/aliases/{segment(alias, 'alias')}")
+    return Alias.model_validate_json(response.content)
+
+
+def shadow_stats(name: str, alias: str) -> Operation[ShadowStats]:
+    response = yield _get(f"{_model(name)}/aliases/{segment(alias, 'alias')}/shadow")
+    return ShadowStats.model_validate_json(response.content)
 
 
 def remove_alias(name: str, alias: str) -> Operation[None]:

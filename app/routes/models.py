@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import orjson
 from fastapi import APIRouter, Response
 
 from app.bodies import OrjsonRoute
-from app.deps import ADMIN, READ, CacheDep, RegistryDep
+from app.deps import ADMIN, READ, CacheDep, RegistryDep, ServicesDep
 from app.problems import InvalidRequestError
 from app.routes import AliasName, ModelName, VersionNumber, VersionRef
 from app.schemas.common import problem_responses
-from app.schemas.models import AliasIn, AliasOut, ModelOut, VersionOut
+from app.schemas.models import AliasIn, AliasOut, ModelOut, ShadowStatsOut, VersionOut
 from app.services.views import version_out
 from app.threads import in_thread
 from ensembles import Problem
-from ensembles.registry import LATEST
+from ensembles.registry import LATEST, MAX_VERSION
+from ensembles.routing import RouteError, check_weights
 
 router = APIRouter(prefix="/v1/models", tags=["models"], route_class=OrjsonRoute)
 
@@ -151,9 +153,16 @@ def _not_latest(alias: str) -> None:
 @router.put(
     "/{name}/aliases/{alias}",
     response_model=AliasOut,
+    response_model_exclude_none=True,
     summary="Set an alias",
-    description="Point an alias of the model at one of its versions, creating or moving it "
-    "atomically. Aliases are scoped to the model; `latest` is reserved.",
+    description='Point an alias of the model at one of its versions (`{"version": 3}`), or '
+    'split its predictions between versions by weight (`{"versions": {"3": 0.9, '
+    '"4": 0.1}}`: weights > 0 summing to 1, at most 10 versions), creating or moving it '
+    "atomically; a request with the header `X-Routing-Key` is always answered by the same "
+    "version for the same key. `shadow` names a version that also gets every prediction's "
+    "rows after the answer is sent (never answering; compare at `GET .../shadow`); a body "
+    "without it removes the shadow. Aliases are scoped to the model; `latest` is reserved. "
+    "An unknown weighted or shadow version is a 422 naming it; an unknown `version` a 404.",
     dependencies=[ADMIN],
     responses=problem_responses(404, 422),
 )
@@ -161,8 +170,70 @@ async def set_alias(
     name: ModelName, alias: AliasName, body: AliasIn, registry: RegistryDep
 ) -> AliasOut:
     _not_latest(alias)
-    await in_thread(registry.set_alias, name, alias, body.version)
-    return AliasOut(model=name, alias=alias, version=body.version)
+    weights = _weights(body)
+    try:
+        await in_thread(
+            registry.set_alias, name, alias, body.version, weights=weights, shadow=body.shadow
+        )
+    except RouteError as exc:  # versions that do not exist
+        raise _in_body(exc) from None
+    return AliasOut.of(await in_thread(registry.get_alias, name, alias))
+
+
+def _in_body(exc: RouteError) -> InvalidRequestError:
+    """Located as the schema's own problems are: from the body's root."""
+    return InvalidRequestError(exc.detail, exc.problems)
+
+
+def _weights(body: AliasIn) -> dict[int, float] | None:
+    """The checked weights of a weighted body (None for one version); a 422 otherwise."""
+    if (body.version is None) == (body.versions is None):
+        raise InvalidRequestError(
+            "give either version or versions",
+            [Problem(("version",), "give either version or versions, not both")],
+        )
+    if body.versions is None:
+        return None
+    try:
+        return check_weights(body.versions, MAX_VERSION)
+    except RouteError as exc:
+        raise _in_body(exc) from None
+
+
+@router.get(
+    "/{name}/aliases/{alias}",
+    response_model=AliasOut,
+    response_model_exclude_none=True,
+    summary="Get an alias",
+    description="The version an alias names, and, where it has them, its weights "
+    "(`versions`) and its `shadow`.",
+    dependencies=[READ],
+    responses=problem_responses(404, 422),
+)
+async def get_alias(name: ModelName, alias: AliasName, registry: RegistryDep) -> AliasOut:
+    return AliasOut.of(await in_thread(registry.get_alias, name, alias))
+
+
+@router.get(
+    "/{name}/aliases/{alias}/shadow",
+    response_model=ShadowStatsOut,
+    response_model_exclude_none=True,
+    summary="Compare an alias's shadow",
+    description="Since the shadow was set, summed over every server process and replica: "
+    "the requests and rows the shadow got, how its answers compare with the alias's "
+    "(`label_agreement` for classification, `mean_abs_difference` for regression), the "
+    "requests it failed (`errors`) and those dropped because its queue was full. Counts "
+    "of other processes reach the database within a fraction of a second. 404 when the "
+    "alias has no shadow.",
+    dependencies=[READ],
+    responses=problem_responses(404, 422),
+)
+async def shadow_stats(name: ModelName, alias: AliasName, services: ServicesDep) -> Response:
+    await in_thread(services.shadows.flush)
+    stats = await in_thread(services.registry.shadow_stats, name, alias)
+    record = await in_thread(services.registry.get_version, name, alias)
+    document = ShadowStatsOut.of(stats, str(record.metadata.get("task")))
+    return Response(orjson.dumps(document), media_type="application/json")
 
 
 @router.delete(

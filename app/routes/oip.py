@@ -19,6 +19,7 @@ from fastapi import APIRouter, Path, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.background import BackgroundTask
 
 from app.bodies import OrjsonRoute
 from app.deps import READ, RegistryDep, RunnerDep, ServicesDep
@@ -36,6 +37,7 @@ from app.schemas.oip import (
 )
 from app.services import oip
 from app.services.container import Services
+from app.services.routing import ROUTING_KEY_HEADER
 from app.tensors import HEADER_LENGTH, TensorError
 from app.threads import in_thread
 from ensembles import EnsembleError
@@ -275,13 +277,16 @@ async def version_infer(
 
 async def _infer(services: Services, name: str, ref: str, request: Request) -> Response:
     body = await request.body()
-    content, json_length = await oip.infer(
-        services, name, ref, body, request.headers.get(HEADER_LENGTH)
+    key = request.headers.get(ROUTING_KEY_HEADER)
+    content, json_length, shadow = await oip.infer(
+        services, name, ref, body, request.headers.get(HEADER_LENGTH), key
     )
+    later = None if shadow is None else BackgroundTask(services.shadows.offer_later, shadow)
     if json_length is None:
-        return Response(content, media_type="application/json")
+        return Response(content, media_type="application/json", background=later)
     return Response(
         content,
         media_type="application/octet-stream",
         headers={HEADER_LENGTH: str(json_length)},
+        background=later,
     )

@@ -6,6 +6,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request, Response
 from pydantic import ValidationError
+from starlette.background import BackgroundTask
 
 from app.bodies import ARROW_FILE, ARROW_STREAM, PARQUET, OrjsonRoute, read_prediction_body
 from app.deps import READ, ServicesDep
@@ -20,6 +21,7 @@ from app.schemas.predictions import (
     PredictOptionsIn,
 )
 from app.services.predictions import predict_table, predict_version
+from app.services.routing import ROUTING_KEY_HEADER
 from ensembles import Problem
 
 router = APIRouter(tags=["predictions"], route_class=OrjsonRoute)
@@ -100,13 +102,19 @@ async def predict(
     # Options come in the query string (tables) or the JSON body's `options`, which win.
     # The body is parsed and the answer serialised in worker threads (see the service):
     # a 100 000-row request is megabytes, too much work for the event loop.
+    # A weighted alias picks its version by the routing key; a shadow's rows are queued
+    # once the answer is sent.
     body, fmt = await read_prediction_body(request)
     given = _query_options(request)
+    key = request.headers.get(ROUTING_KEY_HEADER)
     if fmt is None:
-        content = await predict_version(services, name, ref, body, given)
+        answer = await predict_version(services, name, ref, body, given, key)
     else:
-        content = await predict_table(services, name, ref, body, fmt, given or PredictOptionsIn())
-    return Response(content, media_type="application/json")
+        options = given or PredictOptionsIn()
+        answer = await predict_table(services, name, ref, body, fmt, options, key)
+    shadow = answer.shadow
+    later = None if shadow is None else BackgroundTask(services.shadows.offer_later, shadow)
+    return Response(answer.content, media_type="application/json", background=later)
 
 
 def _query_options(request: Request) -> PredictOptionsIn | None:

@@ -7,7 +7,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ensembles.registry import ALIAS_PATTERN, MAX_VERSION, MODEL_NAME_PATTERN, ModelRecord
+from ensembles.registry import (
+    ALIAS_PATTERN,
+    MAX_VERSION,
+    MODEL_NAME_PATTERN,
+    AliasRecord,
+    ModelRecord,
+    ShadowStatsRecord,
+)
 
 MODEL_NAME = MODEL_NAME_PATTERN
 ALIAS = ALIAS_PATTERN
@@ -187,20 +194,138 @@ class VersionOut(BaseModel):
 
 
 class AliasIn(BaseModel):
-    """Where an alias should point."""
+    """Where an alias should point: one version, or several by weight; and a shadow."""
 
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"version": 2}]})
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {"version": 2},
+                {"versions": {"3": 0.9, "4": 0.1}},
+                {"version": 3, "shadow": 4},
+            ]
+        },
+    )
 
-    version: int = Field(ge=1, le=MAX_VERSION, description="An existing version of the model.")
+    version: int | None = Field(
+        default=None, ge=1, le=MAX_VERSION, description="An existing version of the model."
+    )
+    versions: dict[str, float] | None = Field(
+        default=None,
+        description="Instead of `version`: version number -> weight (each > 0, summing to 1, "
+        "at most 10 versions). Each prediction through the alias is answered by one of them, "
+        "chosen by weight; with the header `X-Routing-Key`, always the same one for a key.",
+    )
+    shadow: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_VERSION,
+        description="A version that also gets every prediction's rows, after the answer is "
+        "sent; its answers are never returned, only compared (`GET .../shadow`).",
+    )
 
 
 class AliasOut(BaseModel):
-    """An alias after it was set."""
+    """An alias: the version it names, its weights and its shadow where it has them."""
 
     model_config = ConfigDict(
-        json_schema_extra={"examples": [{"model": "iris-clf", "alias": "production", "version": 2}]}
+        json_schema_extra={
+            "examples": [
+                {"model": "iris-clf", "alias": "production", "version": 2},
+                {
+                    "model": "iris-clf",
+                    "alias": "production",
+                    "version": 3,
+                    "versions": {"3": 0.9, "4": 0.1},
+                    "shadow": 5,
+                },
+            ]
+        }
     )
 
     model: str
     alias: str
-    version: int
+    version: int = Field(
+        description="The version the alias names (of a weighted alias: the heaviest), as in "
+        "`GET /v1/models/{name}/versions/{alias}`."
+    )
+    versions: dict[str, float] | None = Field(
+        default=None, description="Weighted aliases: version -> weight, in version order."
+    )
+    shadow: int | None = Field(default=None, description="The shadow version, if any.")
+
+    @classmethod
+    def of(cls, record: AliasRecord) -> AliasOut:
+        weights = record.weights
+        return cls(
+            model=record.model,
+            alias=record.alias,
+            version=record.version,
+            versions=None if weights is None else {str(v): w for v, w in weights.items()},
+            shadow=record.shadow,
+        )
+
+
+class ShadowStatsOut(BaseModel):
+    """How a shadow's answers compared with the alias's, since the shadow was set."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "model": "iris-clf",
+                    "alias": "production",
+                    "shadow": 5,
+                    "since": "2026-11-25T12:00:00Z",
+                    "requests": 120,
+                    "rows": 480,
+                    "compared": 480,
+                    "label_agreement": 0.975,
+                    "errors": 0,
+                    "dropped": 0,
+                }
+            ]
+        }
+    )
+
+    model: str
+    alias: str
+    shadow: int = Field(description="The shadow version.")
+    since: datetime = Field(description="When the shadow was set (counts start there).")
+    requests: int = Field(description="Requests the shadow answered or failed.")
+    rows: int = Field(description="Rows of those requests.")
+    compared: int = Field(description="Rows whose shadow answer was compared.")
+    label_agreement: float | None = Field(
+        default=None,
+        description="Classification: share of compared rows where the shadow's label is the "
+        "answer's (null before any row was compared).",
+    )
+    mean_abs_difference: float | None = Field(
+        default=None,
+        description="Regression: mean |shadow - answer| over the compared rows (null before any).",
+    )
+    errors: int = Field(description="Requests the shadow failed (its columns, its loading).")
+    dropped: int = Field(
+        description="Requests never given to the shadow: its queue was full "
+        "(`ENSEMBLE_SHADOW_QUEUE`) or the server was stopping."
+    )
+
+    @classmethod
+    def of(cls, stats: ShadowStatsRecord, task: str) -> dict[str, Any]:
+        """The document: ``label_agreement`` or ``mean_abs_difference`` by ``task``."""
+        compared = stats.compared
+        document: dict[str, Any] = {
+            "model": stats.model,
+            "alias": stats.alias,
+            "shadow": stats.shadow,
+            "since": stats.since.isoformat().replace("+00:00", "Z"),
+            "requests": stats.requests,
+            "rows": stats.rows,
+            "compared": compared,
+        }
+        if task == "classification":
+            document["label_agreement"] = stats.agreements / compared if compared else None
+        else:
+            document["mean_abs_difference"] = stats.abs_difference / compared if compared else None
+        document.update(errors=stats.errors, dropped=stats.dropped)
+        return document

@@ -12,16 +12,18 @@ from dataclasses import dataclass
 
 from app.jobs import JobRunner
 from app.metrics import Metrics
+from app.services.shadows import ShadowQueue
 from app.settings import Settings
 from ensembles.registry import ModelCache, Registry
 
 
 @dataclass(frozen=True)
 class Services:
-    """The app's settings, registry, model cache, job runner and metrics."""
+    """The app's settings, registry, model cache, job runner, metrics and shadow queue."""
 
     settings: Settings
     registry: Registry
     cache: ModelCache
     runner: JobRunner
     metrics: Metrics
+    shadows: ShadowQueue

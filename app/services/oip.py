@@ -27,6 +27,8 @@ import pyarrow as pa
 import app as app_package
 from app.services.container import Services
 from app.services.predictions import predict_checked, servable_for
+from app.services.routing import Target, target
+from app.services.shadows import ShadowRequest
 from app.tensors import InferenceRequest, OutputTensor, Tensor, TensorError, parse_request
 from app.tensors import encode_response as encode
 from app.threads import in_thread
@@ -186,19 +188,31 @@ class _Asked:
 
 
 async def infer(
-    services: Services, name: str, ref: str, body: bytes, header_length: str | None
-) -> tuple[bytes, int | None]:
-    """The response body (and the length of its JSON part when binary outputs follow)."""
-    return await in_thread(_infer, services, name, ref, body, header_length)
+    services: Services,
+    name: str,
+    ref: str,
+    body: bytes,
+    header_length: str | None,
+    key: str | None = None,
+) -> tuple[bytes, int | None, ShadowRequest | None]:
+    """The response body (and the length of its JSON part when binary outputs follow),
+    and what the alias's shadow gets once it is sent; ``key`` routes a weighted alias."""
+    return await in_thread(_infer, services, name, ref, body, header_length, key)
 
 
 def _infer(
-    services: Services, name: str, ref: str, body: bytes, header_length: str | None
-) -> tuple[bytes, int | None]:
+    services: Services,
+    name: str,
+    ref: str,
+    body: bytes,
+    header_length: str | None,
+    key: str | None,
+) -> tuple[bytes, int | None, ShadowRequest | None]:
     max_rows = services.settings.max_predict_rows
     request = parse_request(body, header_length, max_rows)  # a 400 before a 404, as /v1's 422
     asked = _asked(request)
-    record, servable = _loaded(services, name, ref)
+    chosen = target(services, name, ref, key)
+    record, servable = chosen.record, servable_for(services, chosen.record)
     signature = servable.signature
     names = _input_names(request, signature)
     table = _table(request, signature)
@@ -208,7 +222,7 @@ def _infer(
         raise TooLargeError(f"{exc.detail}: {_listed(exc.problems, names, {})}") from None
     except PredictionInputError as exc:
         raise TensorError(f"{exc.detail}: {_listed(exc.problems, names, {})}") from None
-    prediction = _predict(services, record, servable, checked, asked, names)
+    prediction = _predict(services, chosen, servable, checked, asked, names)
     outputs = _output_tensors(signature, prediction, asked.outputs)
     head: dict[str, Any] = {"model_name": record.model, "model_version": str(record.version)}
     if request.id is not None:
@@ -217,19 +231,22 @@ def _infer(
     if checked.warnings:
         parameters["warnings"] = "; ".join(checked.warnings)
     head["parameters"] = parameters
-    return encode(head, outputs, _binary_outputs(request, asked.outputs))
+    content, json_length = encode(head, outputs, _binary_outputs(request, asked.outputs))
+    return content, json_length, chosen.shadow_of(table, signature.task, prediction.predictions)
 
 
 def _predict(
     services: Services,
-    record: VersionRecord,
+    chosen: Target,
     servable: Servable,
     checked: CheckedColumns,
     asked: _Asked,
     names: Mapping[str, str],
 ) -> Prediction:
     try:
-        return predict_checked(services, record, servable, checked, asked.options)
+        return predict_checked(
+            services, chosen.record, servable, checked, asked.options, chosen.alias
+        )
     except PredictionInputError as exc:
         raise TensorError(f"{exc.detail}: {_listed(exc.problems, names, asked.origin)}") from None
 

@@ -21,6 +21,7 @@ or on more than a fraction of a millisecond of CPU.  Figures: docs/performance.m
 from __future__ import annotations
 
 import gc
+from typing import NamedTuple
 
 import orjson
 from pydantic import ValidationError
@@ -29,6 +30,8 @@ from app.bodies import TableFormat, read_table_body
 from app.problems import InvalidRequestError, count_text, validation_problems
 from app.schemas.predictions import PredictOptionsIn, PredictRequest
 from app.services.container import Services
+from app.services.routing import Target, target, target_inline
+from app.services.shadows import ShadowRequest
 from app.threads import in_thread
 from ensembles import ModelSignature
 from ensembles.errors import IntegrityError, PredictionInputError, Problem
@@ -46,22 +49,31 @@ from ensembles.registry import VersionRecord
 INLINE_MAX_BYTES = 8 * 1024  # bodies up to this size may be answered on the event loop
 
 
+class Answer(NamedTuple):
+    """The response bytes, and what the alias's shadow gets once they are sent."""
+
+    content: bytes
+    shadow: ShadowRequest | None
+
+
 async def predict_version(
     services: Services,
     name: str,
     ref: str,
     body: bytes,
     query_options: PredictOptionsIn | None = None,
-) -> bytes:
+    key: str | None = None,
+) -> Answer:
     """The response to the JSON prediction request ``body``; ``query_options`` are the
-    options given in the query string, under those of the body."""
+    options given in the query string, under those of the body; ``key`` the routing key
+    of a weighted alias."""
     if len(body) <= INLINE_MAX_BYTES:
         request = _parse(body, query_options)
-        inline = _inline_response(services, name, ref, request)
+        inline = _inline_response(services, name, ref, request, key)
         if inline is not None:
             return inline
-        return await in_thread(_response, services, name, ref, request)
-    return await in_thread(_body_response, services, name, ref, body, query_options)
+        return await in_thread(_response, services, name, ref, request, key)
+    return await in_thread(_body_response, services, name, ref, body, query_options, key)
 
 
 async def predict_table(
@@ -71,9 +83,10 @@ async def predict_table(
     body: bytes,
     fmt: TableFormat,
     options: PredictOptionsIn,
-) -> bytes:
+    key: str | None = None,
+) -> Answer:
     """The response for the rows of an Arrow IPC or Parquet body (always in a thread)."""
-    return await in_thread(_table_response, services, name, ref, body, fmt, options)
+    return await in_thread(_table_response, services, name, ref, body, fmt, options, key)
 
 
 def _body_response(
@@ -82,9 +95,10 @@ def _body_response(
     ref: str,
     body: bytes,
     query_options: PredictOptionsIn | None,
-) -> bytes:
+    key: str | None,
+) -> Answer:
     """A JSON body's whole prediction, synchronously (blocking: a worker thread's job)."""
-    return _response(services, name, ref, _parse(body, query_options))
+    return _response(services, name, ref, _parse(body, query_options), key)
 
 
 def _table_response(
@@ -94,17 +108,18 @@ def _table_response(
     body: bytes,
     fmt: TableFormat,
     options: PredictOptionsIn,
-) -> bytes:
+    key: str | None,
+) -> Answer:
     """A table body's prediction, synchronously: the table is read first (a 422 or 413 for
     the body comes before a 404, as for JSON bodies), then checked against the version's
     signature column by column, straight into numpy."""
     max_rows = services.settings.max_predict_rows
     table = read_table_body(body, fmt, max_rows)
-    record = services.registry.resolve_version(name, ref)
-    servable = servable_for(services, record)
+    chosen = target(services, name, ref, key)
+    servable = servable_for(services, chosen.record)
     checked = check_table(servable.signature, table, max_rows)
     try:
-        return _write(services, record, servable, checked, options)
+        return _write(services, chosen, servable, checked, options, table)
     except PredictionInputError as exc:
         raise _in_query(exc) from None
 
@@ -122,50 +137,55 @@ def _in_query(exc: PredictionInputError) -> PredictionInputError:
 
 
 def _inline_response(
-    services: Services, name: str, ref: str, request: PredictRequest
-) -> bytes | None:
+    services: Services, name: str, ref: str, request: PredictRequest, key: str | None
+) -> Answer | None:
     """The response if it needs no I/O and only native engines (GTIL, numpy members: tens
     of microseconds of CPU for a few rows), else None: the request then goes to a thread."""
     options = request.options
     if options.voting is not None or options.return_votes or options.return_std:
         return None  # scikit-learn's members answer these
-    record = services.registry.resolved_version(name, ref)
-    if record is None:
+    chosen = target_inline(services, name, ref, key)
+    if chosen is None:
         return None
-    servable = services.cache.peek(_key(record))
+    servable = services.cache.peek(_key(chosen.record))
     if not isinstance(servable, Servable):
         return None
     instances = request.instances
     rows = instances.get("data") if isinstance(instances, dict) else instances
     if not isinstance(rows, list) or not servable.native_for(len(rows)):
         return None
-    return _checked_response(services, record, servable, request)
+    return _checked_response(services, chosen, servable, request)
 
 
-def _response(services: Services, name: str, ref: str, request: PredictRequest) -> bytes:
-    record: VersionRecord = services.registry.resolve_version(name, ref)
-    return _checked_response(services, record, servable_for(services, record), request)
+def _response(
+    services: Services, name: str, ref: str, request: PredictRequest, key: str | None
+) -> Answer:
+    chosen = target(services, name, ref, key)
+    return _checked_response(services, chosen, servable_for(services, chosen.record), request)
 
 
 def _checked_response(
-    services: Services, record: VersionRecord, servable: Servable, request: PredictRequest
-) -> bytes:
+    services: Services, chosen: Target, servable: Servable, request: PredictRequest
+) -> Answer:
     """The request's rows checked against the version's signature, then predicted."""
     max_rows = services.settings.max_predict_rows
     checked = check_rows(servable.signature, request.instances, max_rows)
-    return _write(services, record, servable, checked, request.options)
+    return _write(services, chosen, servable, checked, request.options, request.instances)
 
 
 def _write(
     services: Services,
-    record: VersionRecord,
+    chosen: Target,
     servable: Servable,
     checked: CheckedColumns,
     options: PredictOptionsIn,
-) -> bytes:
+    rows: object,
+) -> Answer:
     """Predict the checked columns and write the response; numpy arrays (probabilities,
-    regression values, std) go to orjson as they are, without a Python float per cell."""
+    regression values, std) go to orjson as they are, without a Python float per cell.
+    ``rows`` are the request's rows as given, for the alias's shadow."""
     signature = servable.signature
+    record = chosen.record
     prediction = predict_checked(
         services,
         record,
@@ -177,6 +197,7 @@ def _write(
             return_votes=options.return_votes,
             return_std=options.return_std,
         ),
+        chosen.alias,
     )
     response: dict[str, object] = {
         "model": record.model,
@@ -188,7 +209,8 @@ def _write(
         response["classes"] = list(signature.classes)
     response.update(prediction.as_dict())  # only what was asked for
     response["warnings"] = checked.warnings
-    return orjson.dumps(response, option=orjson.OPT_SERIALIZE_NUMPY)
+    content = orjson.dumps(response, option=orjson.OPT_SERIALIZE_NUMPY)
+    return Answer(content, chosen.shadow_of(rows, signature.task, prediction.predictions))
 
 
 def predict_checked(
@@ -197,11 +219,14 @@ def predict_checked(
     servable: Servable,
     checked: CheckedColumns,
     options: PredictOptions,
+    alias: str = "",
 ) -> Prediction:
-    """The prediction of checked columns, counted in the metrics: the one step every
-    protocol (``/v1`` JSON and tables, the Open Inference Protocol) ends in."""
+    """The prediction of checked columns, counted in the metrics (by model, version and
+    the alias it was reached through): the one step every protocol (``/v1`` JSON and
+    tables, the Open Inference Protocol) ends in."""
     prediction = servable.predict(checked.columns, options)
-    services.metrics.observe_prediction(record.model, len(prediction.predictions))
+    rows = len(prediction.predictions)
+    services.metrics.observe_prediction(record.model, rows, record.version, alias)
     return prediction
 
 

@@ -3,10 +3,10 @@
 Its commands live in modules by topic; importing them registers them on the root group.
 """
 
-from ensemble_client.cli import export, predict, resources, train
+from ensemble_client.cli import export, predict, resources, rollout, train
 from ensemble_client.cli.app import cli
 
-__all__ = ["cli", "export", "main", "predict", "resources", "train"]
+__all__ = ["cli", "export", "main", "predict", "resources", "rollout", "train"]
 
 
 def main() -> None:

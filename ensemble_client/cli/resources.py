@@ -222,16 +222,7 @@ def alias() -> None:
     """Point a model's aliases at its versions."""
 
 
-@alias.command("set")
-@click.argument("model")
-@click.argument("name", metavar="ALIAS")
-@click.argument("version", type=click.IntRange(min=1))
-@json_option
-@pass_state
-def alias_set(state: State, model: str, name: str, version: int) -> None:
-    """Point ALIAS of MODEL at VERSION (created or moved)."""
-    result = state.client.models.alias(model, name, version)
-    _show(state, result, f"{result.model}@{result.alias} → v{result.version}")
+# `alias set` and `alias shadow` (weights, shadows): ensemble_client/cli/rollout.py.
 
 
 @alias.command("remove")

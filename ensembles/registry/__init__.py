@@ -19,10 +19,12 @@ from ensembles.registry.names import (
 )
 from ensembles.registry.records import (
     JOB_STATUSES,
+    AliasRecord,
     DatasetRecord,
     JobRecord,
     JobStatus,
     ModelRecord,
+    ShadowStatsRecord,
     VersionRecord,
     job_problem,
 )
@@ -35,6 +37,7 @@ __all__ = [
     "LATEST",
     "MAX_VERSION",
     "MODEL_NAME_PATTERN",
+    "AliasRecord",
     "ArtifactStore",
     "CacheEvent",
     "CacheKey",
@@ -46,6 +49,7 @@ __all__ = [
     "ModelCache",
     "ModelRecord",
     "Registry",
+    "ShadowStatsRecord",
     "SqlRegistry",
     "StoredObject",
     "VersionRecord",

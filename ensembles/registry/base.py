@@ -17,7 +17,15 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
-from ensembles.registry.records import DatasetRecord, JobRecord, ModelRecord, VersionRecord
+from ensembles.registry.records import (
+    AliasRecord,
+    DatasetRecord,
+    JobRecord,
+    ModelRecord,
+    ShadowStatsRecord,
+    VersionRecord,
+)
+from ensembles.routing import ShadowCounts
 
 
 @dataclass(frozen=True)
@@ -160,7 +168,29 @@ class Registry(Protocol):
         ...
 
     def delete_version(self, name: str, version: int) -> None: ...
-    def set_alias(self, name: str, alias: str, version: int) -> ModelRecord: ...
+    def set_alias(
+        self,
+        name: str,
+        alias: str,
+        version: int | None = None,
+        *,
+        weights: dict[int, float] | None = None,
+        shadow: int | None = None,
+    ) -> ModelRecord: ...
+    def get_alias(self, name: str, alias: str) -> AliasRecord: ...
+    def list_aliases(self, name: str) -> list[AliasRecord]: ...
+    def resolve_alias(self, name: str, ref: str | int) -> AliasRecord | None:
+        """The weighted or shadowed alias ``ref`` names, possibly from memory; else None."""
+        ...
+
+    def resolved_alias(self, name: str, ref: str | int) -> tuple[bool, AliasRecord | None]:
+        """What :meth:`resolve_alias` holds if still current (no I/O); known first."""
+        ...
+
+    def shadow_stats(self, name: str, alias: str) -> ShadowStatsRecord: ...
+    def add_shadow_counts(
+        self, name: str, alias: str, epoch: str, counts: ShadowCounts
+    ) -> bool: ...
     def delete_alias(self, name: str, alias: str) -> None: ...
     def read_artifact(self, name: str, version: int) -> bytes: ...
     def load_model(self, name: str, version: int) -> object: ...

@@ -63,6 +63,41 @@ class ModelRecord:
 
 
 @dataclass(frozen=True)
+class AliasRecord:
+    """Where an alias sends predictions.
+
+    ``version`` is the version the alias names where one is expected (``GET
+    .../versions/{alias}``, the model's ``aliases``): the heaviest of ``weights``, which
+    are None for an alias on one version. ``shadow`` also gets every request's rows;
+    ``shadow_epoch`` identifies this setting of it, so counts of an earlier one never mix in.
+    """
+
+    model: str
+    alias: str
+    version: int
+    weights: dict[int, float] | None
+    shadow: int | None
+    shadow_epoch: str | None
+
+
+@dataclass(frozen=True)
+class ShadowStatsRecord:
+    """A shadow's counts since it was set, summed over every process that served it."""
+
+    model: str
+    alias: str
+    shadow: int
+    since: datetime
+    requests: int
+    rows: int
+    compared: int
+    agreements: int
+    abs_difference: float
+    errors: int
+    dropped: int
+
+
+@dataclass(frozen=True)
 class JobRecord:
     """A training job and the version number it reserved at submit time."""
 

@@ -16,7 +16,7 @@ from sqlalchemy.engine import Connection, RowMapping
 from ensembles.errors import NotFoundError
 from ensembles.registry.names import LATEST, is_alias, is_version_number, parse_version_number
 from ensembles.registry.records import DatasetRecord, JobRecord, ModelRecord, VersionRecord
-from ensembles.registry.schema import aliases, datasets, jobs, models, versions
+from ensembles.registry.schema import alias_weights, aliases, datasets, jobs, models, versions
 
 
 def dataset_record(row: RowMapping) -> DatasetRecord:
@@ -175,7 +175,12 @@ def fetch_version(conn: Connection, name: str, number: int) -> VersionRecord:
             raise model_missing(name)
         raise NotFoundError(f"model {name!r} has no version {number}")
     pointing = conn.execute(
-        sa.select(aliases.c.alias).where(aliases.c.model == name, aliases.c.version == number)
+        sa.union(
+            sa.select(aliases.c.alias).where(aliases.c.model == name, aliases.c.version == number),
+            sa.select(alias_weights.c.alias).where(
+                alias_weights.c.model == name, alias_weights.c.version == number
+            ),
+        )
     ).scalars()
     return version_record(row, [cast(str, alias) for alias in pointing])
 
@@ -194,4 +199,10 @@ def version_records(conn: Connection, name: str) -> list[VersionRecord]:
     by_version: defaultdict[int, list[str]] = defaultdict(list)
     for alias, number in alias_map(conn, name).get(name, {}).items():
         by_version[number].append(alias)
+    split = sa.select(alias_weights.c.alias, alias_weights.c.version).where(
+        alias_weights.c.model == name
+    )
+    for alias, number in conn.execute(split):
+        if alias not in by_version[int(number)]:
+            by_version[int(number)].append(str(alias))
     return [version_record(row, by_version[int(row["version"])]) for row in rows]

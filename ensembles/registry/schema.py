@@ -105,6 +105,39 @@ aliases = sa.Table(
     sa.ForeignKeyConstraint(["model", "version"], ["versions.model", "versions.version"]),
 )
 
+# Added by migration 0004 (rollout): the versions of a weighted alias (its ``version``
+# above is then the heaviest), and an alias's shadow with its counts since it was set,
+# which every process serving it adds to (so any of them can answer for all).
+alias_weights = sa.Table(
+    "alias_weights",
+    metadata,
+    sa.Column("model", sa.String(128), primary_key=True),
+    sa.Column("alias", sa.String(64), primary_key=True),
+    sa.Column("version", sa.Integer, primary_key=True),
+    sa.Column("weight", sa.Float, nullable=False),
+    sa.ForeignKeyConstraint(["model", "alias"], ["aliases.model", "aliases.alias"]),
+    sa.ForeignKeyConstraint(["model", "version"], ["versions.model", "versions.version"]),
+)
+
+alias_shadows = sa.Table(
+    "alias_shadows",
+    metadata,
+    sa.Column("model", sa.String(128), primary_key=True),
+    sa.Column("alias", sa.String(64), primary_key=True),
+    sa.Column("version", sa.Integer, nullable=False),
+    sa.Column("epoch", sa.String(32), nullable=False),
+    sa.Column("since", UtcDateTime, nullable=False),
+    sa.Column("requests", sa.BigInteger, nullable=False),
+    sa.Column("rows", sa.BigInteger, nullable=False),
+    sa.Column("compared", sa.BigInteger, nullable=False),
+    sa.Column("agreements", sa.BigInteger, nullable=False),
+    sa.Column("abs_difference", sa.Float, nullable=False),
+    sa.Column("errors", sa.BigInteger, nullable=False),
+    sa.Column("dropped", sa.BigInteger, nullable=False),
+    sa.ForeignKeyConstraint(["model", "alias"], ["aliases.model", "aliases.alias"]),
+    sa.ForeignKeyConstraint(["model", "version"], ["versions.model", "versions.version"]),
+)
+
 jobs = sa.Table(
     "jobs",
     metadata,

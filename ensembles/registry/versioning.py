@@ -22,7 +22,7 @@ from ensembles.errors import ConflictError, StorageError
 from ensembles.registry import rows
 from ensembles.registry.base import StoredObject
 from ensembles.registry.records import ARTIFACT_FORMAT, JobRecord
-from ensembles.registry.schema import aliases, models, versions
+from ensembles.registry.schema import alias_shadows, alias_weights, aliases, models, versions
 
 
 def artifact_block(given: object, written: StoredObject) -> dict[str, object]:
@@ -74,6 +74,17 @@ def delete_version(conn: Connection, name: str, number: int) -> None:
             f"version {number} of model {name!r} is the target of alias {listed}: "
             "move or delete the alias first"
         )
+    shadowing = conn.execute(
+        sa.select(alias_shadows.c.alias).where(
+            alias_shadows.c.model == name, alias_shadows.c.version == number
+        )
+    ).scalars()
+    listed = ", ".join(repr(alias) for alias in sorted(shadowing))
+    if listed:
+        raise ConflictError(
+            f"version {number} of model {name!r} is the shadow of alias {listed}: "
+            "change the alias's shadow first"
+        )
     conn.execute(sa.delete(versions).where(versions.c.model == name, versions.c.version == number))
 
 
@@ -84,6 +95,7 @@ def delete_model(conn: Connection, name: str) -> list[int]:
     numbers = [int(number) for number in conn.execute(query).scalars()]
     if not numbers:
         raise rows.model_missing(name)
+    forget_routes(conn, name)
     conn.execute(sa.delete(aliases).where(aliases.c.model == name))
     conn.execute(sa.delete(versions).where(versions.c.model == name))
     return numbers
@@ -116,8 +128,16 @@ def set_alias(conn: Connection, name: str, alias: str, number: int, now: datetim
     raise StorageError(f"could not set alias {alias!r} of model {name!r}")
 
 
+def forget_routes(conn: Connection, name: str, alias: str | None = None) -> None:
+    """Remove the weights and shadow of one alias, or of every alias of the model."""
+    for table in (alias_weights, alias_shadows):
+        where = [table.c.model == name] + ([table.c.alias == alias] if alias else [])
+        conn.execute(sa.delete(table).where(*where))
+
+
 def delete_alias(conn: Connection, name: str, alias: str) -> None:
     lock_model(conn, name)
+    forget_routes(conn, name, alias)
     gone = conn.execute(
         sa.delete(aliases).where(aliases.c.model == name, aliases.c.alias == alias)
     ).rowcount

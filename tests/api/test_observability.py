@@ -74,7 +74,7 @@ async def test_predictions_training_jobs_and_cache(api: Api) -> None:
         assert response.status_code == 200
     assert (await api.predict("m", 7, {"instances": rows})).status_code == 404
     text = await _metrics(api)
-    assert _sample(text, "ensemble_predictions_total", model="m") == 2
+    assert _sample(text, "ensemble_predictions_total", model="m", version="1", alias="") == 2
     assert _sample(text, "ensemble_prediction_rows_total", model="m") == 6
     assert _sample(text, "ensemble_training_jobs", status="succeeded") == 1
     assert _sample(text, "ensemble_training_jobs", status="running") == 0

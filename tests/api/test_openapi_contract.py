@@ -19,7 +19,7 @@ from tests.api.support import Api
 PATHS = {
     "/v1/models/iris": "GET, HEAD, DELETE, OPTIONS",
     "/v1/models/iris/versions/3": "GET, HEAD, DELETE, OPTIONS",
-    "/v1/models/iris/aliases/production": "PUT, DELETE, OPTIONS",
+    "/v1/models/iris/aliases/production": "GET, HEAD, PUT, DELETE, OPTIONS",
     "/v1/models/iris/versions": "GET, HEAD, POST, OPTIONS",
     "/v1/datasets": "GET, HEAD, POST, OPTIONS",
     "/healthz": "GET, HEAD, OPTIONS",

@@ -91,3 +91,36 @@ async def test_a_database_that_goes_away_gives_503_problems_then_recovers(
     assert (await api.predict("iris", 1, _rows())).status_code == 200
     again = await api.train("iris", forest(dataset, n_estimators=5))
     assert again["version"] == 2  # the refused submit reserved nothing
+
+
+async def test_weighted_aliases_and_shadow_counts_on_postgres(on_postgres: Api) -> None:
+    """The rollout tables migrate on PostgreSQL, and shadow counts add up in its row."""
+    api = on_postgres
+    dataset = await api.iris()
+    for trees in (3, 5):
+        await api.train("iris", forest(dataset, n_estimators=trees))
+    body = {"versions": {"1": 0.5, "2": 0.5}, "shadow": 2}
+    put = await _call(api, "PUT", "/v1/models/iris/aliases/prod", json=body)
+    assert put.status_code == 200, put.text
+    assert put.json()["versions"] == {"1": 0.5, "2": 0.5}
+    answered = set()
+    for i in range(8):
+        response = await _call(
+            api,
+            "POST",
+            "/v1/models/iris/versions/prod/predict",
+            json=_rows(),
+            headers={"X-Routing-Key": f"user-{i}"},
+        )
+        assert response.status_code == 200, response.text
+        answered.add(response.json()["version"])
+    assert answered <= {1, 2}
+    for _ in range(1200):  # the shadow thread counts after the answers were sent
+        stats = (await _call(api, "GET", "/v1/models/iris/aliases/prod/shadow")).json()
+        if stats["requests"] == 8:
+            break
+        await asyncio.sleep(0.05)
+    assert (stats["requests"], stats["rows"], stats["errors"]) == (8, 24, 0)
+    plain = await _call(api, "PUT", "/v1/models/iris/aliases/prod", json={"version": 1})
+    assert plain.json() == {"model": "iris", "alias": "prod", "version": 1}
+    assert (await _call(api, "DELETE", "/v1/models/iris")).status_code == 204

@@ -10,6 +10,8 @@ known unchanged since (SQLite's ``data_version``).
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
@@ -18,6 +20,7 @@ import pytest
 from fastapi import FastAPI
 
 from app.services.container import Services
+from ensembles.routing import choose_version
 from tests.api.conftest import make_settings, started
 from tests.api.support import IRIS_FEATURES, Api, forest, iris_frame, records
 from tests.replicas import SharedBackends
@@ -86,6 +89,50 @@ async def test_an_alias_moved_on_one_replica_is_followed_by_the_other_at_once(
     assert await _predict(b, "prod") == (200, 2)
     assert (await a.client.delete("/v1/models/iris/aliases/prod")).status_code == 204
     assert await _predict(b, "prod") == (404, "not_found")
+
+
+async def test_a_weighted_alias_and_its_shadow_are_shared_by_the_replicas(
+    replicas: list[Replica],
+) -> None:
+    (_, a), (_, b) = replicas
+    dataset_id = await a.iris()
+    await a.train("iris", forest(dataset_id))
+    await a.train("iris", forest(dataset_id, n_estimators=5))
+    keys = {choose_version([(1, 0.5), (2, 0.5)], f"k{i}"): f"k{i}" for i in range(40)}
+    body = {"versions": {"1": 0.5, "2": 0.5}, "shadow": 2}
+    assert (await a.client.put("/v1/models/iris/aliases/prod", json=body)).status_code == 200
+    assert (await b.client.get("/v1/models/iris/aliases/prod")).json()["versions"] == {
+        "1": 0.5,
+        "2": 0.5,
+    }
+    for replica, times in ((a, 1), (b, 2)):
+        for _ in range(times):
+            for version, key in keys.items():
+                assert await _keyed(replica, key) == version
+    deadline = time.monotonic() + 60
+    while (stats := (await a.client.get("/v1/models/iris/aliases/prod/shadow")).json())[
+        "requests"
+    ] < 6:  # B's thread adds its counts to the database row after its answers
+        assert time.monotonic() < deadline, stats
+        await asyncio.sleep(0.05)
+    assert (stats["requests"], stats["rows"], stats["errors"]) == (6, 6 * len(ROWS), 0)
+    # Back to one version through B: A follows at once.
+    assert (
+        await b.client.put("/v1/models/iris/aliases/prod", json={"version": 1})
+    ).status_code == (200)
+    assert await _keyed(a, keys[2]) == 1
+    assert (await a.client.get("/v1/models/iris/aliases/prod/shadow")).status_code == 404
+
+
+async def _keyed(api: Api, key: str) -> int:
+    response = await api.client.post(
+        "/v1/models/iris/versions/prod/predict",
+        json={"instances": ROWS},
+        headers={"X-Routing-Key": key},
+    )
+    assert response.status_code == 200, response.text
+    version: int = response.json()["version"]
+    return version
 
 
 async def test_a_version_or_model_deleted_on_one_replica_is_gone_from_the_other(

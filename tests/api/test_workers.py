@@ -198,7 +198,7 @@ def test_shared_metrics_add_up_the_processes_and_forget_the_dead(
     gone, here = in_process(dead), in_process(os.getpid())
     for metrics, size in ((gone, 100), (here, 300)):
         metrics.observe_request("GET", "/healthz", 200, 0.01)
-        metrics.observe_prediction("m", 3)
+        metrics.observe_prediction("m", 3, 1, "")
         metrics.observe_training("succeeded", 2.0)
         metrics.in_progress.inc()
         observer = metrics.cache_observer()
@@ -210,7 +210,7 @@ def test_shared_metrics_add_up_the_processes_and_forget_the_dead(
     route = {"method": "GET", "route": "/healthz", "status": "200"}
     assert _sample(text, "ensemble_http_requests_total", **route) == 2
     assert _sample(text, "ensemble_http_request_duration_seconds_count", **route) == 2
-    assert _sample(text, "ensemble_predictions_total", model="m") == 2
+    assert _sample(text, "ensemble_predictions_total", model="m", version="1", alias="") == 2
     assert _sample(text, "ensemble_prediction_rows_total", model="m") == 6
     assert _sample(text, "ensemble_training_duration_seconds_count", status="succeeded") == 2
     assert _sample(text, "ensemble_model_cache_misses_total") == 2

@@ -2,7 +2,8 @@
 S3 bucket (moto): they act as one service.
 
 What A trains, B serves (equal predictions); an alias moved on A is followed by B within
-a second; a version, then the model, deleted on A is a 404 on B although B had it in its
+a second, a weighted alias with a shadow too (the shadow's counts of both adding up); a
+version, then the model, deleted on A is a 404 on B although B had it in its
 cache; a job submitted on A is read and cancelled through B; and restarting B (its
 start-up recovery) leaves A's running job running: the replicas see each other's leases
 in the database, not lock files in a folder they do not share.
@@ -21,6 +22,7 @@ import pytest
 from sklearn.datasets import load_iris
 
 from ensembles.registry.stores import StoreConfig
+from ensembles.routing import choose_version
 from tests.e2e.server import Server
 from tests.replicas import SharedBackends
 
@@ -83,12 +85,13 @@ def _train(client: httpx.Client, dataset_id: str, n_estimators: int) -> int:
     return version
 
 
-def _predict(client: httpx.Client, ref: str | int) -> httpx.Response:
-    return client.post(PREDICT.format(ref=ref), json={"instances": ROWS})
+def _predict(client: httpx.Client, ref: str | int, key: str | None = None) -> httpx.Response:
+    headers = {"X-Routing-Key": key} if key is not None else {}
+    return client.post(PREDICT.format(ref=ref), json={"instances": ROWS}, headers=headers)
 
 
-def _served_version(client: httpx.Client, ref: str | int) -> int | None:
-    response = _predict(client, ref)
+def _served_version(client: httpx.Client, ref: str | int, key: str | None = None) -> int | None:
+    response = _predict(client, ref, key)
     if response.status_code == 404:
         return None
     assert response.status_code == 200, response.text
@@ -96,7 +99,9 @@ def _served_version(client: httpx.Client, ref: str | int) -> int | None:
     return version
 
 
-def _staleness(client: httpx.Client, ref: str, expected: int | None) -> float:
+def _staleness(
+    client: httpx.Client, ref: str, expected: int | None, key: str | None = None
+) -> float:
     """Seconds from now until a request *sent* by B sees ``expected`` (polled; bounded).
 
     Measured at the start of the request that first saw it, so a slow answer on a busy
@@ -105,7 +110,7 @@ def _staleness(client: httpx.Client, ref: str, expected: int | None) -> float:
     moved = time.monotonic()
     while True:
         sent = time.monotonic()
-        if _served_version(client, ref) == expected:
+        if _served_version(client, ref, key) == expected:
             return sent - moved
         if sent - moved > BOUND_S:
             raise AssertionError(f"B still does not serve {expected} for {ref!r}")
@@ -149,6 +154,10 @@ def test_what_a_trains_b_serves_and_follows(start: Callable[[str], Server]) -> N
         assert on_a.delete("/v1/models/iris/aliases/prod").status_code == 204
         assert _staleness(on_b, "prod", None) < FOLLOW_S
 
+        # A weighted alias with a shadow, set on A: followed by B within a second, and the
+        # shadow's counts of both replicas add up in the database.
+        _weighted_alias_and_shadow_are_shared(on_a, on_b, first, second)
+
         # Deleted on A: a 404 on B, although B has just served (and cached) it.
         assert _served_version(on_b, second) == second
         assert on_a.delete(f"/v1/models/iris/versions/{second}").status_code == 204
@@ -164,6 +173,38 @@ def test_what_a_trains_b_serves_and_follows(start: Callable[[str], Server]) -> N
             response = _predict(on_b, ref)
             assert response.status_code == 404, response.text
         assert on_b.get("/v1/models/iris").status_code == 404
+
+
+def _weighted_alias_and_shadow_are_shared(
+    on_a: httpx.Client, on_b: httpx.Client, first: int, second: int
+) -> None:
+    weights = [(first, 0.5), (second, 0.5)]
+    keys = {choose_version(weights, f"user-{i}"): f"user-{i}" for i in range(40)}
+    to_second = keys[second]
+    body: dict[str, Any] = {"versions": {str(first): 0.5, str(second): 0.5}}
+    assert on_a.put("/v1/models/iris/aliases/split", json=body).status_code == 200
+    assert _staleness(on_b, "split", second, to_second) < FOLLOW_S
+    assert _served_version(on_b, "split", keys[first]) == first
+    # The shadow's counts start when it is set: only what follows counts.
+    assert on_a.put(
+        "/v1/models/iris/aliases/split", json={**body, "shadow": first}
+    ).status_code == (200)
+    for client in (on_a, on_b, on_b):
+        for key in keys.values():
+            assert _served_version(client, "split", key) in (first, second)
+    sent = 3 * len(keys)
+
+    def counted() -> bool:
+        stats = on_a.get("/v1/models/iris/aliases/split/shadow").json()
+        return bool(stats["requests"] + stats["dropped"] == sent)
+
+    _until(counted, "the shadow counts of both replicas")
+    stats = on_b.get("/v1/models/iris/aliases/split/shadow").json()
+    assert (stats["shadow"], stats["requests"], stats["errors"]) == (first, sent, 0)
+    assert on_a.put("/v1/models/iris/aliases/split", json={"version": first}).status_code == 200
+    assert _staleness(on_b, "split", first, to_second) < FOLLOW_S
+    assert on_b.get("/v1/models/iris/aliases/split/shadow").status_code == 404
+    assert on_a.delete("/v1/models/iris/aliases/split").status_code == 204
 
 
 def test_a_job_of_a_is_read_and_cancelled_through_b_and_survives_b_restarting(
