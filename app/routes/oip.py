@@ -18,8 +18,8 @@ from typing import Annotated, Any, Final
 from fastapi import APIRouter, Path, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.background import BackgroundTask
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.bodies import OrjsonRoute
 from app.deps import READ, RegistryDep, RunnerDep, ServicesDep
