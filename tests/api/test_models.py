@@ -165,10 +165,13 @@ async def test_unsafe_model_names_are_refused_before_any_path(
         ("POST", f"/v1/models/{name}/versions/latest/predict", {"json": {"instances": []}}),
         ("PUT", f"/v1/models/{name}/aliases/prod", {"json": {"version": 1}}),
     ]
+    # An encoded separator never reaches a route (app.edge): a 404 naming the path.
+    separator = "%5c" in name.lower()
+    status, loc = (404, ["path"]) if separator else (422, ["path", "name"])
     for method, path, kwargs in calls:
         response = await api.client.request(method, path, **kwargs)
-        assert response.status_code == 422, f"{method} {path}: {response.text}"
-        assert ["path", "name"] in locs(response), path
+        assert response.status_code == status, f"{method} {path}: {response.text}"
+        assert loc in locs(response), path
     after = sorted(p for p in data_dir.rglob("*") if "locks" not in p.parts)
     assert after == before  # nothing was created, anywhere
 
