@@ -64,7 +64,7 @@ class SqlBase:
         store: ArtifactStore,
         lease_s: float = LEASE_S,
     ) -> None:
-        """Use :meth:`open`; this only wires already-prepared parts together."""
+        """Use ``SqlRegistry.open``; this only wires already-prepared parts together."""
         self.data_dir = data_dir
         self.instance_id = lock.id
         self.store = store
