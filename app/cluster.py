@@ -45,7 +45,7 @@ from typing import Any, Final
 
 from app.worker import WorkerConfig, run_training
 from ensembles.parallel import MemberPool
-from ensembles.registry import SqlRegistry, job_problem
+from ensembles.registry import JobRegistry, job_problem, open_registry
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +100,7 @@ def train_on_cluster(config: WorkerConfig) -> None:
 
     client = get_client()
     stop_name, started_name = _events(config.job_id)
-    registry = SqlRegistry.open(config.data_dir, config.database_url, config.store)
+    registry = open_registry(config.data_dir, config.database_url, config.store)
     try:
         started = Event(started_name, client=client)
         if started.is_set():
@@ -114,7 +114,7 @@ def train_on_cluster(config: WorkerConfig) -> None:
         registry.close()
 
 
-def _fail_second_attempt(registry: SqlRegistry, job_id: str) -> None:
+def _fail_second_attempt(registry: JobRegistry, job_id: str) -> None:
     from ensembles.errors import ConflictError
 
     if registry.get_job(job_id).status != "running":

@@ -64,7 +64,7 @@ from app.services.routing import shadow_answer
 from app.services.shadows import ShadowQueue
 from app.settings import Settings
 from app.threads import in_thread
-from ensembles.registry import ModelCache, SqlRegistry
+from ensembles.registry import ModelCache, open_registry
 
 log = logging.getLogger("app")
 
@@ -113,7 +113,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def lifespan(application: FastAPI) -> AsyncIterator[None]:
         try:
             registry = await in_thread(
-                SqlRegistry.open, settings.data_dir, settings.database_url, settings.store
+                open_registry, settings.data_dir, settings.database_url, settings.store
             )
             cache = ModelCache(
                 settings.cache_max_entries, settings.cache_max_bytes, metrics.cache_observer()

@@ -44,7 +44,7 @@ from ensembles import (
 )
 from ensembles.errors import ConflictError, NotFoundError, StorageError
 from ensembles.parallel import MemberPool
-from ensembles.registry import Registry, SqlRegistry, job_problem
+from ensembles.registry import Registry, job_problem, open_registry
 from ensembles.registry.documents import JobDocument, VersionMetadata
 from ensembles.registry.stores import StoreConfig
 
@@ -85,7 +85,7 @@ def run_job(config: WorkerConfig, server_alive: Connection) -> None:
     _limit_memory(config.memory_limit_mb)
     parent_gone = threading.Event()
     _watch_server(server_alive, parent_gone)
-    registry = SqlRegistry.open(config.data_dir, config.database_url, config.store)
+    registry = open_registry(config.data_dir, config.database_url, config.store)
     try:
         pool = MemberPool.local(available_cpus())
         run_training(registry, config.job_id, pool, parent_gone.is_set)

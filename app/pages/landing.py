@@ -4,7 +4,7 @@ their reports (listed only to a caller who may read them)."""
 from __future__ import annotations
 
 from app.pages.templating import render
-from ensembles.registry import ModelRecord, Registry
+from ensembles.registry import ModelRecord, VersionRegistry
 
 
 def page(title: str, models: list[ModelRecord] | None) -> str:
@@ -12,6 +12,6 @@ def page(title: str, models: list[ModelRecord] | None) -> str:
     return render("landing.html", title=title, models=models)
 
 
-def landing(registry: Registry, title: str, may_read: bool) -> str:
+def landing(registry: VersionRegistry, title: str, may_read: bool) -> str:
     """Blocking (reads the registry): call it in a thread."""
     return page(title, registry.list_models() if may_read else None)

@@ -18,7 +18,7 @@ from ensembles.plots import PLOTS, absence
 from ensembles.plots.render import inline
 from ensembles.plots.render import render as render_plot
 from ensembles.plots.versions import metric_names
-from ensembles.registry import Registry
+from ensembles.registry import VersionRegistry
 
 COLUMNS = (("train", "training rows"), ("holdout", "hold-out"), ("cv", "cross-validation"),
            ("oob", "out-of-bag"))  # fmt: skip
@@ -42,7 +42,7 @@ class MetricRow:
     cells: list[str]
 
 
-def view_of(registry: Registry, name: str, ref: str) -> dict[str, Any]:
+def view_of(registry: VersionRegistry, name: str, ref: str) -> dict[str, Any]:
     """The version document the API serves, as JSON."""
     document: dict[str, Any] = version_out(registry.get_version(name, ref)).model_dump(mode="json")
     return document
@@ -101,6 +101,6 @@ def page(view: Mapping[str, Any]) -> str:
     )
 
 
-def version_report(registry: Registry, name: str, ref: str) -> str:
+def version_report(registry: VersionRegistry, name: str, ref: str) -> str:
     """Read the version and render its report (blocking: call it in a thread)."""
     return page(view_of(registry, name, ref))

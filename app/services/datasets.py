@@ -27,13 +27,13 @@ from ensembles import (
     table_to_parquet,
 )
 from ensembles.errors import Location, NotFoundError
-from ensembles.registry import DatasetRecord, Registry
+from ensembles.registry import DatasetRecord, DatasetRegistry
 
 _ROWS_KEYS = frozenset({"columns", "rows"})
 
 
 def resolve(
-    registry: Registry, reference: str, loc: Location, *, one_table: bool = False
+    registry: DatasetRegistry, reference: str, loc: Location, *, one_table: bool = False
 ) -> DatasetRecord:
     """The dataset whose id, else whose name, is ``reference``.
 
@@ -55,7 +55,7 @@ def resolve(
     raise InvalidRequestError("ambiguous dataset name", [Problem(loc, msg)])
 
 
-def duplicate_of(registry: Registry, record: DatasetRecord) -> str | None:
+def duplicate_of(registry: DatasetRegistry, record: DatasetRecord) -> str | None:
     """The oldest other dataset of ``record``'s name with the same content, if any."""
     if record.name is None:
         return None
@@ -67,7 +67,7 @@ def duplicate_of(registry: Registry, record: DatasetRecord) -> str | None:
     return same[-1].id if same else None
 
 
-async def upload(request: Request, registry: Registry, settings: Settings) -> DatasetRecord:
+async def upload(request: Request, registry: DatasetRegistry, settings: Settings) -> DatasetRecord:
     """Parse the body by its media type, then store the table (parsing runs in a thread)."""
     media = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if media == "multipart/form-data":
@@ -151,7 +151,7 @@ def _json_upload(data: object) -> DatasetRowsIn | DatasetRecordsIn:
     raise InvalidRequestError(count_text(len(problems)), problems)
 
 
-def _store(registry: Registry, name: str | None, table: Table) -> DatasetRecord:
+def _store(registry: DatasetRegistry, name: str | None, table: Table) -> DatasetRecord:
     return registry.create_dataset(
         name=name,
         parquet=table_to_parquet(table),

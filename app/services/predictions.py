@@ -9,7 +9,7 @@ the rows become **checked columns**; the servable's engine **answers** and the
 **prediction** holds what was asked for; the **response** is written by orjson, numpy
 arrays as they are.  On a cache hit nothing is read from disk: the version reference is
 resolved from memory while the registry database is unchanged
-(``SqlRegistry.resolve_version``) and the model is already loaded.
+(``Registry.resolve_version``) and the model is already loaded.
 
 Rule: a small JSON body (``INLINE_MAX_BYTES``) whose version and model are in memory and
 that only native engines answer (``Servable.native_for``) is answered on the event loop;

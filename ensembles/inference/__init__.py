@@ -21,6 +21,7 @@ Which engines a version gets is decided once, after training, by
 :func:`prepare` honours that record when the version is loaded.
 """
 
+from ensembles.inference.cells import MAX_PROBLEMS, CheckedColumns, Columns, check_row_count
 from ensembles.inference.compiled import CompiledModel
 from ensembles.inference.compiling import compile_model, inference_verdict, rebuild
 from ensembles.inference.composite import CompiledComposite
@@ -28,15 +29,9 @@ from ensembles.inference.engines import SKLEARN, Answer, Engine, SklearnEngine
 from ensembles.inference.fidelity import FidelityReport
 from ensembles.inference.gtil import ENGINE
 from ensembles.inference.result import Prediction, PredictOptions
-from ensembles.inference.rows import (
-    MAX_PROBLEMS,
-    CheckedColumns,
-    Columns,
-    check_row_count,
-    check_rows,
-    check_table,
-)
+from ensembles.inference.rows import check_rows
 from ensembles.inference.servable import Rows, Servable, prepare
+from ensembles.inference.tables import check_table
 
 __all__ = [
     "ENGINE",

@@ -27,10 +27,10 @@ from numpy.typing import ArrayLike, NDArray
 from sklearn.compose import ColumnTransformer
 from sklearn.pipeline import Pipeline
 
+from ensembles.inference.cells import input_error
 from ensembles.inference.compiling import rebuild
 from ensembles.inference.engines import SKLEARN, Answer, Engine, SklearnEngine
 from ensembles.inference.result import Prediction, PredictOptions
-from ensembles.inference.rows import input_error
 from ensembles.inference.votes import (
     class_labels,
     floats_out,

@@ -1,10 +1,12 @@
-"""The two interfaces of the registry: the registry itself, and the store of its bytes.
+"""The interfaces of the registry: the registry by role, and the store of its bytes.
 
-Callers (the HTTP layer, the job runner, the worker) program against :class:`Registry`;
-:class:`ensembles.registry.sql.SqlRegistry` implements it on SQLite or PostgreSQL and
-keeps the bytes its rows refer to in an :class:`ArtifactStore`: a local folder
+Callers (the HTTP layer, the job runner, the worker) program against :class:`Registry`,
+the union of its roles (datasets, jobs, versions, aliases, exports), or against the one
+role they use; :class:`ensembles.registry.sql.SqlRegistry` implements it on SQLite or
+PostgreSQL (opened by :func:`ensembles.registry.open_registry`) and keeps the bytes its
+rows refer to in an :class:`ArtifactStore`: a local folder
 (:class:`ensembles.registry.stores.LocalStore`) or an S3-compatible bucket
-(:class:`ensembles.registry.stores.s3.S3Store`), without a fork of the registry. Both
+(:class:`ensembles.registry.stores.s3.S3Store`), without a fork of the registry. All
 are structural protocols: an implementation need not inherit.
 
 Every method is synchronous and may block on disk, network or database I/O: call it from
@@ -107,16 +109,9 @@ class ArtifactStore(Protocol):
 
 
 @runtime_checkable
-class Registry(Protocol):
-    """Datasets, training jobs and the versioned models they publish."""
+class DatasetRegistry(Protocol):
+    """Uploaded tables: what the dataset routes and the training job read."""
 
-    def close(self) -> None: ...
-    def check(self) -> dict[str, str]: ...
-    def fail_dead_jobs(self) -> list[str]:
-        """Fail the unfinished jobs of registry instances that died; their ids."""
-        ...
-
-    # datasets
     def create_dataset(
         self, *, name: str | None, parquet: bytes, n_rows: int, columns: list[dict[str, object]]
     ) -> DatasetRecord: ...
@@ -129,7 +124,15 @@ class Registry(Protocol):
     def delete_dataset(self, dataset_id: str) -> None: ...
     def read_dataset_parquet(self, dataset_id: str) -> bytes: ...
 
-    # jobs
+
+@runtime_checkable
+class JobRegistry(Protocol):
+    """Training jobs, from submission to the version they publish."""
+
+    def fail_dead_jobs(self) -> list[str]:
+        """Fail the unfinished jobs of registry instances that died; their ids."""
+        ...
+
     def submit_job(
         self, model: str, request: dict[str, object], *, max_open: int | None = None
     ) -> JobRecord: ...
@@ -153,7 +156,11 @@ class Registry(Protocol):
         self, job_id: str, model: object, metadata: dict[str, object]
     ) -> VersionRecord: ...
 
-    # models, versions, aliases
+
+@runtime_checkable
+class VersionRegistry(Protocol):
+    """Models and their published versions: what reading and predicting need."""
+
     def list_models(self) -> list[ModelRecord]: ...
     def get_model(self, name: str) -> ModelRecord: ...
     def delete_model(self, name: str) -> None: ...
@@ -168,6 +175,14 @@ class Registry(Protocol):
         ...
 
     def delete_version(self, name: str, version: int) -> None: ...
+    def read_artifact(self, name: str, version: int) -> bytes: ...
+    def load_model(self, name: str, version: int) -> object: ...
+
+
+@runtime_checkable
+class AliasRegistry(Protocol):
+    """Aliases, weighted or with a shadow (rollout), and the shadow counts."""
+
     def set_alias(
         self,
         name: str,
@@ -192,8 +207,12 @@ class Registry(Protocol):
         self, name: str, alias: str, epoch: str, counts: ShadowCounts
     ) -> bool: ...
     def delete_alias(self, name: str, alias: str) -> None: ...
-    def read_artifact(self, name: str, version: int) -> bytes: ...
-    def load_model(self, name: str, version: int) -> object: ...
+
+
+@runtime_checkable
+class ExportRegistry(Protocol):
+    """Exports (skops, ONNX) of visible versions, kept beside their artifacts."""
+
     def read_export(self, name: str, version: int, fmt: str) -> StoredExport | None:
         """A visible version's export kept in the store, or None (not computed yet)."""
         ...
@@ -203,3 +222,17 @@ class Registry(Protocol):
     ) -> StoredExport:
         """Keep an export of a visible version; what a reader will now be served."""
         ...
+
+
+@runtime_checkable
+class Registry(
+    DatasetRegistry, JobRegistry, VersionRegistry, AliasRegistry, ExportRegistry, Protocol
+):
+    """Every role at once: what the service opens (:func:`ensembles.registry.open_registry`).
+
+    Code that needs one role types against it, so a second backend or a test double
+    implements only that role.
+    """
+
+    def close(self) -> None: ...
+    def check(self) -> dict[str, str]: ...

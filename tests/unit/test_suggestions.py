@@ -8,7 +8,7 @@ import pytest
 from ensembles.builders import FeatureColumn
 from ensembles.data import read_table, select_training_data, table_from_rows
 from ensembles.errors import DataError, PredictionInputError, SpecError
-from ensembles.inference.rows import check_rows, check_table
+from ensembles.inference import check_rows, check_table
 from ensembles.signature import ModelSignature
 from ensembles.specs import parse_estimator_spec
 from ensembles.suggestions import closest, did_you_mean, hint

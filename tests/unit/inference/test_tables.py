@@ -15,7 +15,7 @@ import pytest
 
 from ensembles.builders import FeatureColumn
 from ensembles.errors import PredictionInputError, TooLargeError
-from ensembles.inference.rows import MAX_PROBLEMS, check_rows, check_table
+from ensembles.inference import MAX_PROBLEMS, check_rows, check_table
 from ensembles.signature import ModelSignature
 
 NUMBERS = ModelSignature(

@@ -1,4 +1,4 @@
-"""The typed documents the service keeps in the registry, and the two registry protocols.
+"""The typed documents the service keeps in the registry, and the registry protocols.
 
 The documents below are literal copies of what the service wrote before they were
 typed: stored JSON must keep loading, and a loaded document must give back exactly
@@ -14,7 +14,18 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from ensembles.registry import ArtifactStore, LocalStore, Registry, SqlRegistry
+from ensembles.registry import (
+    AliasRegistry,
+    ArtifactStore,
+    DatasetRegistry,
+    ExportRegistry,
+    JobRegistry,
+    LocalStore,
+    Registry,
+    SqlRegistry,
+    VersionRegistry,
+    open_registry,
+)
 from ensembles.registry.documents import JobDocument, VersionMetadata
 from ensembles.reports import Metrics
 from ensembles.specs import EstimatorSpec, EvaluationSpec
@@ -119,3 +130,16 @@ def test_sql_registry_and_local_store_satisfy_the_protocols(
         assert isinstance(typed, Registry)
         assert isinstance(registry.store, LocalStore)
         assert isinstance(registry.store, ArtifactStore)
+
+
+def test_open_registry_opens_one_registry_playing_every_role(
+    tmp_path: Path, database_url: str | None
+) -> None:
+    registry = open_registry(tmp_path / "data", database_url)
+    try:
+        roles = (DatasetRegistry, JobRegistry, VersionRegistry, AliasRegistry, ExportRegistry)
+        assert all(isinstance(registry, role) for role in roles)
+        assert registry.check() == {"database": "ok", "artifact_store": "ok"}
+        assert registry.list_datasets() == [] and registry.list_models() == []
+    finally:
+        registry.close()
