@@ -41,9 +41,9 @@ import pyarrow.parquet as pq
 
 from ensembles.errors import DataError, Problem, TooLargeError, UnsupportedFormatError, shown
 from ensembles.suggestions import did_you_mean, hint
+from ensembles.tasks import Task
 
 ColumnDtype = Literal["int64", "float64", "bool", "string", "datetime"]
-Task = Literal["classification", "regression"]
 Format = Literal["csv", "parquet", "jsonl"]
 
 MAX_PROBLEMS = 20

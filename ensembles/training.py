@@ -61,7 +61,7 @@ from ensembles.builders import (
     known_categories,
     output_columns,
 )
-from ensembles.catalog import KINDS, Kind, Task
+from ensembles.catalog import KINDS, Kind
 from ensembles.data import TrainingData
 from ensembles.errors import Location, Problem, TrainingCancelledError, TrainingError
 from ensembles.kinds import OwnReport, adopt
@@ -73,6 +73,7 @@ from ensembles.science.curves import curves_of
 from ensembles.science.oof import FoldCollector
 from ensembles.signature import ModelSignature, Voting
 from ensembles.specs import EstimatorSpec, EvaluationSpec
+from ensembles.tasks import Task
 
 ProgressCallback = Callable[[int, int, str], None]
 HOLDOUT: Location = ("evaluation", "holdout_fraction")

@@ -62,7 +62,6 @@ from sklearn.neural_network import MLPRegressor
 from sklearn.pipeline import Pipeline
 from sklearn.svm import SVR
 
-from ensembles.catalog import Task
 from ensembles.inference.engines import SKLEARN, Answer
 from ensembles.inference.fidelity import compare
 from ensembles.inference.gtil import (
@@ -85,6 +84,7 @@ from ensembles.inference.nodes import (
     UnanswerableError,
     VotingNode,
 )
+from ensembles.tasks import Task
 
 __all__ = [
     "COMPOSITES",

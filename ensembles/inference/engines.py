@@ -33,7 +33,7 @@ from sklearn.ensemble import (
     VotingClassifier,
 )
 
-from ensembles.catalog import Task
+from ensembles.tasks import Task
 
 __all__ = ["SKLEARN", "Answer", "Engine", "SklearnEngine"]
 

@@ -43,7 +43,7 @@ from sklearn.ensemble import (
 )
 from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
 
-from ensembles.catalog import Task
+from ensembles.tasks import Task
 
 __all__ = [
     "ENGINE",

@@ -29,11 +29,12 @@ from sklearn.ensemble import (
 from sklearn.pipeline import Pipeline
 from threadpoolctl import threadpool_limits
 
-from ensembles.catalog import Kind, Task
+from ensembles.catalog import Kind
 from ensembles.science import diversity as div
 from ensembles.science.hardest_rows import hardest_rows
 from ensembles.science.oof import OutOfFold, stacking_oof
 from ensembles.science.outputs import MemberOutputs, member_outputs, walk_of
+from ensembles.tasks import Task
 
 MAX_ROWS = 2_000
 MAX_MEMBERS = 200

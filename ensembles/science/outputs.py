@@ -17,7 +17,7 @@ import pandas as pd
 from numpy.typing import NDArray
 from sklearn.base import BaseEstimator
 
-from ensembles.catalog import KINDS, MemberWalk, Task
+from ensembles.catalog import KINDS, MemberWalk
 from ensembles.members import (
     Member,
     member_class_indices,
@@ -26,6 +26,7 @@ from ensembles.members import (
     members_of,
     oob_mask,
 )
+from ensembles.tasks import Task
 
 _WALKS: dict[type, MemberWalk] = {
     cls: kind.members

@@ -1,0 +1,147 @@
+"""What a kind is: its classes, parameters, and the traits the library reads instead of
+switching on kind names or classes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from ensembles.catalog.params import Param
+from ensembles.specs import EstimatorSpec
+from ensembles.tasks import TASKS, Task
+
+Slot = Literal["estimator", "estimators", "final_estimator"]
+
+# How a fitted ensemble's members are walked: ``named`` estimators_ beside their names
+# (voting, stacking); ``bagged`` estimators_ with their feature subsets and drawn rows;
+# ``trees`` estimators_ with their bootstrap rows; ``boosted`` estimators_ predicting raw
+# labels (AdaBoost); ``none``: no member predicts on its own (gradient boosting, bases).
+# ``bites``: named members fitted on small bites of rows (pasting_votes), walked as
+# ``named`` once fitted but scored as a homogeneous crowd.
+MemberWalk = Literal["named", "bagged", "trees", "boosted", "bites", "none"]
+# The rows each member is fitted on: the ensemble's own (``same``), ``max_samples`` drawn
+# per member (``drawn``), every row reweighted (``weighted``), or stacking's ``cv`` folds
+# for its named members (``folds``; the final estimator sees the ensemble's rows).
+# ``bites``: ``rows_param`` rows per member (pasting_votes).
+MemberRows = Literal["same", "drawn", "weighted", "folds", "bites"]
+# How fitting reports progress: one ``fit``; one fit of ``size_param`` ``members`` fitted
+# in parallel and counted as they finish (ensembles.parallel); or gradient boosting's
+# per-stage ``monitor`` hook. ``own``: the service's own algorithm (ensembles.kinds),
+# fitted with a ``monitor``.
+Growth = Literal["once", "members", "monitor", "own"]
+# Where OOB figures come from: the members' own out-of-bag rows (``members``), the same
+# with scikit-learn's ``oob_decision_function_`` / ``oob_prediction_`` for the final value
+# (``forest``), the per-stage ``oob_scores_`` of subsampled boosting (``stages``), none.
+# ``own``: the out-of-bag tallies the service's own algorithm kept while fitting.
+OobSource = Literal["members", "forest", "stages", "own", "none"]
+# Where the score curve comes from: OOB scores as members are added, scores after each
+# boosting stage (``staged_predict``), or none.
+CurveSource = Literal["oob", "stages", "none"]
+
+SpecCheck = Callable[[EstimatorSpec], list[tuple[tuple[str | int, ...], str]]]
+
+
+@dataclass(frozen=True)
+class MemberNeed:
+    """What the members in one slot must offer, so a spec that cannot fit is refused early.
+
+    ``when`` (parameter, values) limits the need to those parameter values; ``method`` is a
+    method each member must have (None: the parameter's value names it); ``fit_param`` a
+    parameter each member's ``fit`` must take.  ``message`` is formatted with ``member``
+    (the member's kind) and ``method``.
+    """
+
+    slot: Slot
+    message: str
+    when: tuple[str, tuple[Any, ...]] | None = None
+    method: str | None = None
+    fit_param: str | None = None
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One kind a spec may name: what a user may set, and the traits the library reads."""
+
+    name: str
+    family: Literal["ensemble", "base"]
+    description: str
+    classes: Mapping[Task, type]
+    params: tuple[Param, ...] = ()
+    fixed: Mapping[str, Any] = field(default_factory=dict)
+    slots: tuple[Slot, ...] = ()
+    votes: bool = False  # made of voting members (per-request voting override, votes, std)
+    # The parameter choosing hard or soft voting (None: members' probabilities decide).
+    voting_param: str | None = None
+    # The parameter counting the members fitted (None: one fit, or its named members).
+    size_param: str | None = None
+    # Members filled in when a spec leaves a slot empty, per task.
+    default_estimator: Mapping[Task, EstimatorSpec] = field(default_factory=dict)
+    default_final_estimator: Mapping[Task, EstimatorSpec] = field(default_factory=dict)
+    members: MemberWalk = "none"
+    member_rows: MemberRows = "same"
+    member_needs: tuple[MemberNeed, ...] = ()
+    growth: Growth = "once"
+    oob: OobSource = "none"
+    curve: CurveSource = "none"
+    native_missing: bool = False  # takes NaN itself: numeric columns are never imputed
+    native_categorical: bool = False  # takes ordinal codes of categories itself
+    # A boolean parameter that, when true, wraps the estimator in CalibratedClassifierCV
+    # instead of reaching it (svm's probability, deprecated by scikit-learn 1.9).
+    calibrate_param: str | None = None
+    tuple_params: frozenset[str] = frozenset()  # JSON lists scikit-learn wants as tuples
+    # A parameter counting training rows, which must not exceed the rows of its fit.
+    rows_param: str | None = None
+    # The service's own algorithms (ensembles.kinds): the scikit-learn class the fitted
+    # model becomes in the artifact, per task.  Such a kind stands only at the top of a
+    # spec (nested, its own class would reach the artifact).
+    becomes: Mapping[Task, type] = field(default_factory=dict)
+    # Checks of a resolved spec the parameter bounds cannot express, as (path relative to
+    # the spec, message) pairs; run once its own parameters are valid.
+    spec_check: SpecCheck | None = None
+
+    @property
+    def tasks(self) -> tuple[Task, ...]:
+        return tuple(t for t in TASKS if t in self.classes)
+
+    @property
+    def leaves_rows_out(self) -> bool:
+        """Can a fit of this kind leave rows out of its members' training (an OOB estimate,
+        an OOB curve)? Never without an OOB source, nor when the fixed parameters give every
+        member every row (random_subspace): a note on such a kind would explain nothing."""
+        every_row = self.fixed.get("bootstrap") is False and self.fixed.get("max_samples") == 1.0
+        return self.oob != "none" and not every_row
+
+    @property
+    def predicts_out_of_fold(self) -> bool:
+        """Are its members scored out of fold: stacking always, voting (named members on
+        the same rows) with evaluation.cv_folds."""
+        return self.members == "named" and not self.becomes
+
+    def param(self, name: str) -> Param | None:
+        return next((p for p in self.params if p.name == name), None)
+
+    def params_for(self, task: Task) -> tuple[Param, ...]:
+        return tuple(p for p in self.params if task in p.tasks)
+
+    def json_schema(self, task: Task) -> dict[str, Any]:
+        params = self.params_for(task)
+        return {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {p.name: p.json_schema(task) for p in params},
+        }
+
+    def as_catalog_entry(self) -> dict[str, Any]:
+        return {
+            "kind": self.name,
+            "family": self.family,
+            "description": self.description,
+            "tasks": list(self.tasks),
+            "estimator_slots": list(self.slots),
+            "supports_voting_override": self.votes,
+            "fixed_params": dict(self.fixed),
+            "sklearn_classes": {t: c.__name__ for t, c in (self.becomes or self.classes).items()},
+            "top_level_only": bool(self.becomes),
+            "params": {t: self.json_schema(t) for t in self.tasks},
+        }
