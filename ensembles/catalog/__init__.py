@@ -16,9 +16,12 @@ from ensembles.catalog.base_kinds import BASE_KINDS
 from ensembles.catalog.ensemble_kinds import ENSEMBLE_KINDS
 from ensembles.catalog.params import MAX_N_ESTIMATORS, SERVICE_OWNED_PARAMS, Domain, Param
 from ensembles.catalog.traits import (
+    Combination,
+    Compiled,
     CurveSource,
     Growth,
     Kind,
+    LabelRule,
     MemberNeed,
     MemberRows,
     MemberWalk,
@@ -34,10 +37,13 @@ __all__ = [
     "MAX_N_ESTIMATORS",
     "SERVICE_OWNED_PARAMS",
     "TASKS",
+    "Combination",
+    "Compiled",
     "CurveSource",
     "Domain",
     "Growth",
     "Kind",
+    "LabelRule",
     "MemberNeed",
     "MemberRows",
     "MemberWalk",
@@ -46,9 +52,34 @@ __all__ = [
     "Slot",
     "Task",
     "catalog_document",
+    "kind_of",
 ]
 
 KINDS: Mapping[str, Kind] = {k.name: k for k in (*ENSEMBLE_KINDS, *BASE_KINDS)}
+
+
+def _by_class() -> dict[type, Kind]:
+    """Each class a fitted model may have, to the first kind fitted as it (kinds sharing
+    a class answer every fitted question alike)."""
+    found: dict[type, Kind] = {}
+    for kind in KINDS.values():
+        for cls in (*kind.classes.values(), *kind.becomes.values()):
+            found.setdefault(cls, kind)
+    return found
+
+
+_BY_CLASS = _by_class()
+
+
+def kind_of(estimator: object) -> Kind | None:
+    """The kind of a fitted (or unfitted) estimator, by its class or the nearest catalog
+    class it derives from; None for a class no kind has.  The one place a class becomes a
+    kind: consumers ask the kind's traits, never the class."""
+    for cls in type(estimator).__mro__:
+        kind = _BY_CLASS.get(cls)
+        if kind is not None:
+            return kind
+    return None
 
 
 def catalog_document() -> dict[str, Any]:

@@ -33,6 +33,7 @@ BASE_KINDS: tuple[Kind, ...] = (
             P("max_features", MAX_FEATURES_TREE, None, "Features per split (null: all)."),
             CLASS_WEIGHT,
         ),
+        compiled="tree",
     ),
     Kind(
         "logistic_regression",

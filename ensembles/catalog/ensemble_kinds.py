@@ -38,8 +38,10 @@ from ensembles.kinds import (
     EnsembleSelectionRegressor,
     PastingVotesClassifier,
     PastingVotesRegressor,
+    adaboost,
 )
 from ensembles.kinds import ensemble_selection as _selection
+from ensembles.science.hardest_rows import hardest_rows
 from ensembles.specs import EstimatorSpec
 
 ENSEMBLE_KINDS: tuple[Kind, ...] = (
@@ -63,6 +65,9 @@ ENSEMBLE_KINDS: tuple[Kind, ...] = (
         voting_param="voting",
         members="named",
         member_needs=(SOFT_VOTING,),
+        combination="soft_mean",
+        labels="argmax_if_soft",
+        compiled="voting",
     ),
     bagging_kind(
         "bagging",
@@ -133,6 +138,9 @@ ENSEMBLE_KINDS: tuple[Kind, ...] = (
         member_rows="weighted",
         member_needs=(SAMPLE_WEIGHTS,),
         curve="stages",
+        combination="vote_or_median",
+        hardest_rows=hardest_rows,
+        stop_note=adaboost.stop_note,
     ),
     Kind(
         "gradient_boosting",
@@ -183,6 +191,9 @@ ENSEMBLE_KINDS: tuple[Kind, ...] = (
         growth="monitor",
         oob="stages",
         curve="stages",
+        combination="sum",
+        labels="raw_ge",
+        compiled="boosting",
     ),
     Kind(
         "hist_gradient_boosting",
@@ -240,6 +251,9 @@ ENSEMBLE_KINDS: tuple[Kind, ...] = (
         curve="stages",
         native_missing=True,
         native_categorical=True,
+        combination="sum",
+        labels="raw_gt",
+        compiled="histogram",
     ),
     forest_kind(
         "random_forest",
@@ -291,6 +305,9 @@ ENSEMBLE_KINDS: tuple[Kind, ...] = (
         members="named",
         member_rows="folds",
         member_needs=(STACK_METHOD,),
+        combination="final_estimator",
+        labels="stacked",
+        compiled="stacking",
     ),
     Kind(
         "pasting_votes",
@@ -339,6 +356,9 @@ ENSEMBLE_KINDS: tuple[Kind, ...] = (
             "classification": sk_ensemble.VotingClassifier,
             "regression": sk_ensemble.VotingRegressor,
         },
+        combination="soft_mean",
+        labels="argmax_if_soft",
+        compiled="voting",
     ),
     Kind(
         "ensemble_selection",
@@ -381,6 +401,10 @@ ENSEMBLE_KINDS: tuple[Kind, ...] = (
             "classification": sk_ensemble.VotingClassifier,
             "regression": sk_ensemble.VotingRegressor,
         },
+        combination="soft_mean",
+        labels="argmax_if_soft",
+        compiled="voting",
         spec_check=_selection.spec_problems,
+        own_plots=("selection_curve",),
     ),
 )

@@ -116,6 +116,9 @@ def bagging_kind(
         growth="members",
         oob="members",
         curve="oob",
+        combination="mean",
+        labels="argmax",
+        compiled="bagging",
     )
 
 
@@ -132,6 +135,9 @@ def forest_kind(name: str, description: str, classes: Mapping[Task, type], boots
         growth="members",
         oob="forest",
         curve="oob",
+        combination="mean",
+        labels="argmax",
+        compiled="forest",
     )
 
 

@@ -41,6 +41,34 @@ CurveSource = Literal["oob", "stages", "none"]
 
 SpecCheck = Callable[[EstimatorSpec], list[tuple[tuple[str | int, ...], str]]]
 
+# What consumers of a FITTED model ask (inference, science, reports, explanations).  Kinds
+# fitted as the same class (the bagging family; voting and the own kinds that become it)
+# answer alike: tests/unit/test_kind_traits.py holds them to it.
+#
+# How the members' outputs make the model's: their (weighted) ``mean`` of probabilities
+# or values; ``soft_mean``: the same under soft voting, a count of labels under hard
+# voting (regression: always the mean); ``sum`` of raw scores (gradient boosting, plus
+# its initial score); ``vote_or_median``: weighted votes (SAMME) or a weighted median
+# (AdaBoost.R2); ``final_estimator`` fed their outputs (stacking); ``none``: no members.
+Combination = Literal["mean", "soft_mean", "sum", "vote_or_median", "final_estimator", "none"]
+# How a classifier's labels follow from its scores, so an engine computes both at once:
+# ``predict`` (ask it); ``argmax``: scikit-learn's own ``predict`` is the first maximum of
+# ``predict_proba``; ``argmax_if_soft``: the same under soft voting; ``stacked``: the
+# final estimator on the members' outputs; ``raw_ge`` / ``raw_gt``: boosting's raw scores
+# (binary: raw >= 0 or raw > 0; else their first maximum).
+LabelRule = Literal["predict", "argmax", "argmax_if_soft", "stacked", "raw_ge", "raw_gt"]
+# How the compiled engine takes the fitted model: one treelite model (``forest``,
+# ``boosting``, ``histogram``, ``tree``), member by member (``voting``, ``stacking``,
+# ``bagging``: a composite), or not at all (``none``: scikit-learn answers).
+Compiled = Literal[
+    "forest", "boosting", "histogram", "tree", "voting", "stacking", "bagging", "none"
+]
+# The ``metrics.hardest_rows`` block (or why not) from the fitted model, its training
+# rows (preprocessed, in order), their targets and their rows in the uploaded table.
+HardestRows = Callable[[Any, Any, Any, Any], tuple[dict[str, Any] | None, str | None]]
+# Why the fitted model has fewer members than asked (None: it has them all).
+StopNote = Callable[[Any], str | None]
+
 
 @dataclass(frozen=True)
 class MemberNeed:
@@ -99,6 +127,21 @@ class Kind:
     # Checks of a resolved spec the parameter bounds cannot express, as (path relative to
     # the spec, message) pairs; run once its own parameters are valid.
     spec_check: SpecCheck | None = None
+    # Traits of the fitted model (see ``Combination`` and below).
+    combination: Combination = "none"
+    labels: LabelRule = "predict"
+    compiled: Compiled = "none"
+    hardest_rows: HardestRows | None = None
+    stop_note: StopNote | None = None
+    # Plots only this kind's versions have (ensembles.plots.catalog names them).
+    own_plots: tuple[str, ...] = ()
+
+    def combines_linearly(self, fitted: Any) -> bool:
+        """Is the fitted model's output a weighted sum of its members' outputs
+        (probabilities or values; raw scores plus the initial score for boosting)?"""
+        if self.combination == "soft_mean":
+            return getattr(fitted, "voting", "soft") == "soft"
+        return self.combination in ("mean", "sum")
 
     @property
     def tasks(self) -> tuple[Task, ...]:

@@ -48,14 +48,6 @@ import numpy as np
 import sklearn
 from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator
-from sklearn.ensemble import (
-    BaggingClassifier,
-    BaggingRegressor,
-    StackingClassifier,
-    StackingRegressor,
-    VotingClassifier,
-    VotingRegressor,
-)
 from sklearn.linear_model import LinearRegression, LogisticRegression, Ridge
 from sklearn.naive_bayes import GaussianNB
 from sklearn.neural_network import MLPRegressor
@@ -67,7 +59,7 @@ from ensembles.inference.fidelity import compare
 from ensembles.inference.gtil import (
     ENGINE,
     IMPORT_ERRORS,
-    TREES,
+    compiled_as,
     import_model,
     import_trees,
     plan_for,
@@ -87,7 +79,6 @@ from ensembles.inference.nodes import (
 from ensembles.tasks import Task
 
 __all__ = [
-    "COMPOSITES",
     "NUMPY",
     "CompiledComposite",
     "MemberRecord",
@@ -101,17 +92,13 @@ NUMPY = "numpy"
 FloatArray = NDArray[np.float64]
 MemberRecord = dict[str, str]  # name, kind, engine (and reason, when not compiled)
 
-_VOTING = (VotingClassifier, VotingRegressor)
-_STACKING = (StackingClassifier, StackingRegressor)
-_BAGGING = (BaggingClassifier, BaggingRegressor)
-COMPOSITES = _VOTING + _STACKING + _BAGGING
 # Regressors whose answer moves continuously with their inputs: a stacking final
 # estimator fed compiled members' values (last-bit differences) stays within 1e-9.
 _CONTINUOUS_REGRESSORS = (MLPRegressor, SVR)
 
 
 def is_composite(estimator: BaseEstimator) -> bool:
-    return isinstance(estimator, COMPOSITES)
+    return compiled_as(estimator) in ("voting", "stacking", "bagging")
 
 
 # --- building ---------------------------------------------------------------------------
@@ -149,11 +136,12 @@ def build(
 
 
 def _node(estimator: BaseEstimator, name: str, rows: FloatArray | None, b: _Building) -> Node:
-    if isinstance(estimator, _VOTING):
+    route = compiled_as(estimator)
+    if route == "voting":
         return _voting(estimator, name, rows, b)
-    if isinstance(estimator, _STACKING):
+    if route == "stacking":
         return _stacking(estimator, name, rows, b)
-    if isinstance(estimator, _BAGGING):
+    if route == "bagging":
         return _bagging(estimator, name, rows, b)
     return _leaf(estimator, name, rows, b)
 
@@ -213,7 +201,7 @@ def _continuous(final: Node, task: Task) -> bool:
 def _bagging(estimator: BaseEstimator, name: str, rows: FloatArray | None, b: _Building) -> Node:
     fitted = estimator.estimators_
     features = [np.asarray(f, dtype=np.intp) for f in estimator.estimators_features_]
-    if fitted and all(isinstance(m, TREES) for m in fitted):
+    if fitted and all(compiled_as(m) == "tree" for m in fitted):
         n_classes = int(estimator.n_classes_) if b.task == "classification" else None
         label = _child(name, f"member_0..member_{len(fitted) - 1}")
         try:

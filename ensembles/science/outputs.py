@@ -17,7 +17,7 @@ import pandas as pd
 from numpy.typing import NDArray
 from sklearn.base import BaseEstimator
 
-from ensembles.catalog import KINDS, MemberWalk
+from ensembles.catalog import MemberWalk, kind_of
 from ensembles.members import (
     Member,
     member_class_indices,
@@ -27,13 +27,6 @@ from ensembles.members import (
     oob_mask,
 )
 from ensembles.tasks import Task
-
-_WALKS: dict[type, MemberWalk] = {
-    cls: kind.members
-    for kind in KINDS.values()
-    if kind.family == "ensemble"
-    for cls in kind.classes.values()
-}
 
 
 @dataclass(frozen=True)
@@ -50,7 +43,8 @@ class MemberOutputs:
 
 def walk_of(ensemble: BaseEstimator) -> MemberWalk | None:
     """How the catalog walks this fitted ensemble (None: a class it does not know)."""
-    return _WALKS.get(type(ensemble))
+    kind = kind_of(ensemble)
+    return kind.members if kind is not None and kind.family == "ensemble" else None
 
 
 def _generic_members(ensemble: BaseEstimator) -> list[Member]:
