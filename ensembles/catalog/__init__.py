@@ -13,7 +13,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from ensembles.catalog.base_kinds import BASE_KINDS
-from ensembles.catalog.ensemble_kinds import ENSEMBLE_KINDS
+from ensembles.catalog.ensemble_kinds import SKLEARN_ENSEMBLE_KINDS
+from ensembles.catalog.own_kinds import OWN_KINDS
 from ensembles.catalog.params import MAX_N_ESTIMATORS, SERVICE_OWNED_PARAMS, Domain, Param
 from ensembles.catalog.traits import (
     Combination,
@@ -29,6 +30,8 @@ from ensembles.catalog.traits import (
     Slot,
 )
 from ensembles.tasks import TASKS, Task
+
+ENSEMBLE_KINDS: tuple[Kind, ...] = (*SKLEARN_ENSEMBLE_KINDS, *OWN_KINDS)
 
 __all__ = [
     "BASE_KINDS",

@@ -54,6 +54,7 @@ BASE_KINDS: tuple[Kind, ...] = (
             P("fit_intercept", BOOL, True, "Fit an intercept."),
             CLASS_WEIGHT,
         ),
+        compiled="logistic",
     ),
     Kind(
         "linear_regression",
@@ -64,6 +65,7 @@ BASE_KINDS: tuple[Kind, ...] = (
             P("fit_intercept", BOOL, True, "Fit an intercept."),
             P("positive", BOOL, False, "Force non-negative coefficients."),
         ),
+        compiled="linear",
     ),
     Kind(
         "ridge",
@@ -82,6 +84,7 @@ BASE_KINDS: tuple[Kind, ...] = (
             P("tol", POSITIVE, 1e-4, "Tolerance."),
             CLASS_WEIGHT,
         ),
+        compiled_by_task={"regression": "linear"},  # RidgeClassifier answers in scikit-learn
     ),
     Kind(
         "knn",
@@ -130,6 +133,7 @@ BASE_KINDS: tuple[Kind, ...] = (
             CLASS_WEIGHT,
         ),
         calibrate_param="probability",
+        continuous=True,
     ),
     Kind(
         "gaussian_nb",
@@ -137,6 +141,7 @@ BASE_KINDS: tuple[Kind, ...] = (
         "Gaussian naive Bayes.",
         {"classification": naive_bayes.GaussianNB},
         params=(P("var_smoothing", NON_NEG, 1e-9, "Variance added for stability."),),
+        compiled="naive_bayes",
     ),
     Kind(
         "mlp",
@@ -173,5 +178,6 @@ BASE_KINDS: tuple[Kind, ...] = (
             P("shuffle", BOOL, True, "Shuffle each epoch."),
         ),
         tuple_params=frozenset({"hidden_layer_sizes"}),
+        continuous=True,
     ),
 )

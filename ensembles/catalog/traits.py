@@ -59,9 +59,20 @@ Combination = Literal["mean", "soft_mean", "sum", "vote_or_median", "final_estim
 LabelRule = Literal["predict", "argmax", "argmax_if_soft", "stacked", "raw_ge", "raw_gt"]
 # How the compiled engine takes the fitted model: one treelite model (``forest``,
 # ``boosting``, ``histogram``, ``tree``), member by member (``voting``, ``stacking``,
-# ``bagging``: a composite), or not at all (``none``: scikit-learn answers).
+# ``bagging``: a composite), as a member in numpy (``logistic``, ``naive_bayes``,
+# ``linear``), or not at all (``none``: scikit-learn answers).
 Compiled = Literal[
-    "forest", "boosting", "histogram", "tree", "voting", "stacking", "bagging", "none"
+    "forest",
+    "boosting",
+    "histogram",
+    "tree",
+    "voting",
+    "stacking",
+    "bagging",
+    "logistic",
+    "naive_bayes",
+    "linear",
+    "none",
 ]
 # The ``metrics.hardest_rows`` block (or why not) from the fitted model, its training
 # rows (preprocessed, in order), their targets and their rows in the uploaded table.
@@ -131,10 +142,17 @@ class Kind:
     combination: Combination = "none"
     labels: LabelRule = "predict"
     compiled: Compiled = "none"
+    compiled_by_task: Mapping[Task, Compiled] = field(default_factory=dict)
+    # Its answer moves continuously with its inputs (a stacking final estimator fed
+    # compiled members' last-bit differences stays within 1e-9): regression only.
+    continuous: bool = False
     hardest_rows: HardestRows | None = None
     stop_note: StopNote | None = None
     # Plots only this kind's versions have (ensembles.plots.catalog names them).
     own_plots: tuple[str, ...] = ()
+
+    def compiled_for(self, task: Task) -> Compiled:
+        return self.compiled_by_task.get(task, self.compiled)
 
     def combines_linearly(self, fitted: Any) -> bool:
         """Is the fitted model's output a weighted sum of its members' outputs

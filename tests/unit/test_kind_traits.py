@@ -2,7 +2,7 @@
 
 A new kind touches its catalog entry, its module and its line in ``tests/kinds.py``: the
 first test fails as soon as a module outside the catalog and ``ensembles/kinds/`` refers
-to a ``sklearn.ensemble`` class other than to build one (an ``isinstance`` switch, a
+to a kind's class other than to build one (an ``isinstance`` switch, a
 class tuple, a class-keyed table).  The others hold every kind to answering every trait
 question, kinds fitted as one class to answering alike, and the fitted traits to what
 scikit-learn really does.
@@ -34,33 +34,55 @@ from tests.unit.datasets import training_data
 ROOT = Path(__file__).resolve().parents[2]
 # Where a kind's knowledge lives: the catalog entries and the kinds' own modules.
 KIND_HOMES = (ROOT / "ensembles" / "catalog", ROOT / "ensembles" / "kinds")
-FITTED_TRAITS = ("combination", "labels", "compiled", "hardest_rows", "stop_note", "votes")
+FITTED_TRAITS = (
+    "combination",
+    "labels",
+    "compiled",
+    "compiled_by_task",
+    "continuous",
+    "hardest_rows",
+    "stop_note",
+    "votes",
+)
 DATASET = {"classification": "wine", "regression": "diabetes"}
 
 
+# The classes of the catalog's kinds (and of what the own kinds become).
+CATALOG_CLASSES = frozenset(
+    cls.__name__ for k in KINDS.values() for cls in (*k.classes.values(), *k.becomes.values())
+)
+
+
+def _is_library(module: str) -> bool:
+    return module == "sklearn" or module.startswith(("sklearn.", "ensembles.kinds"))
+
+
 def class_switches(source: str) -> list[str]:
-    """Every use of a ``sklearn.ensemble`` class in ``source`` other than calling it."""
+    """Every use of a catalog kind's class in ``source`` other than calling it."""
     tree = ast.parse(source)
     classes: set[str] = set()
     modules: set[str] = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.module == "sklearn.ensemble":
-            classes |= {a.asname or a.name for a in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module == "sklearn":
-            modules |= {a.asname or a.name for a in node.names if a.name == "ensemble"}
+        if isinstance(node, ast.ImportFrom) and _is_library(node.module or ""):
+            for alias in node.names:
+                if alias.name in CATALOG_CLASSES:
+                    classes.add(alias.asname or alias.name)
+                else:  # perhaps a module (``from sklearn import ensemble``)
+                    modules.add(alias.asname or alias.name)
         elif isinstance(node, ast.Import):
-            modules |= {a.asname or a.name for a in node.names if a.name == "sklearn.ensemble"}
-    called = {
-        id(node.func) for node in ast.walk(tree) if isinstance(node, ast.Call)
-    }  # building one is fine: it is not a question about an estimator's kind
+            modules |= {a.asname or a.name for a in node.names if _is_library(a.name)}
+    # Building one is fine: it is not a question about an estimator's kind.
+    called = {id(node.func) for node in ast.walk(tree) if isinstance(node, ast.Call)}
     found = []
     for node in ast.walk(tree):
         name = None
         if isinstance(node, ast.Name) and node.id in classes:
             name = node.id
-        elif isinstance(node, ast.Attribute) and ast.unparse(node.value) in modules | {
-            "sklearn.ensemble"
-        }:
+        elif (
+            isinstance(node, ast.Attribute)
+            and node.attr in CATALOG_CLASSES
+            and ast.unparse(node.value) in modules
+        ):
             name = node.attr
         if name is not None and id(node) not in called:
             found.append(f"line {node.lineno}: {name}")
@@ -76,22 +98,25 @@ def test_the_check_finds_a_switch_on_an_ensemble_class() -> None:
     switch = (
         "from sklearn.ensemble import AdaBoostClassifier, VotingRegressor\n"
         "import sklearn.ensemble as ske\n"
+        "from sklearn import linear_model\n"
         "SHAPES = (VotingRegressor,)\n"
+        "NODES = {linear_model.Ridge: 1}\n"
         "def f(e):\n"
-        "    built = AdaBoostClassifier()\n"
+        "    built = AdaBoostClassifier(), linear_model.Ridge()\n"
         "    return isinstance(e, AdaBoostClassifier) or isinstance(e, ske.BaggingRegressor)\n"
     )
-    assert class_switches(switch) == [
-        "line 3: VotingRegressor",
-        "line 6: AdaBoostClassifier",
-        "line 6: BaggingRegressor",
+    assert sorted(class_switches(switch)) == [
+        "line 4: VotingRegressor",
+        "line 5: Ridge",
+        "line 8: AdaBoostClassifier",
+        "line 8: BaggingRegressor",
     ]
 
 
 @pytest.mark.parametrize(
     "path", [pytest.param(p, id=str(p.relative_to(ROOT))) for p in _modules_outside_the_kinds()]
 )
-def test_no_module_outside_the_catalog_switches_on_an_ensemble_class(path: Path) -> None:
+def test_no_module_outside_the_catalog_switches_on_a_kinds_class(path: Path) -> None:
     assert class_switches(path.read_text()) == [], "ask kind_of(estimator) instead"
 
 
@@ -108,7 +133,8 @@ def test_every_kind_answers_every_trait_question(kind: Kind) -> None:
             assert getattr(kind, f.name) in _answers(literal), f.name
     assert kind.combination in _answers(Combination)
     assert kind.labels in _answers(LabelRule)
-    assert kind.compiled in _answers(Compiled)
+    assert {kind.compiled, *kind.compiled_by_task.values()} <= set(_answers(Compiled))
+    assert set(kind.compiled_by_task) <= set(kind.tasks)
     assert kind.hardest_rows is None or callable(kind.hardest_rows)
     assert kind.stop_note is None or callable(kind.stop_note)
     assert set(kind.own_plots) <= set(PLOTS)
