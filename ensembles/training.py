@@ -824,25 +824,28 @@ def feature_importances(pipeline: Pipeline, kind: Kind) -> dict[str, float] | No
 
 
 def _raw_importances(ensemble: BaseEstimator, kind: Kind) -> NDArray[np.float64] | None:
+    if kind.importances == "members_mean":  # each member on the columns it was fed
+        return _members_importances(ensemble)
+    if kind.importances == "none":
+        return None
     try:
         values = getattr(ensemble, "feature_importances_", None)
     except (AttributeError, ValueError):
         values = None
-    if values is not None:
-        return np.asarray(values, dtype=np.float64)
-    if kind.members in ("bagged", "bites"):  # the mean of members' importances
-        n = ensemble.n_features_in_
-        total = np.zeros(n)
-        for member in members_of(ensemble):
-            member_values = getattr(member.estimator, "feature_importances_", None)
-            if member_values is None:
-                return None
-            if member.features is None:  # pasting_votes: every column
-                total += member_values
-            else:
-                np.add.at(total, member.features, member_values)
-        return total / max(len(ensemble.estimators_), 1)
-    return None
+    return None if values is None else np.asarray(values, dtype=np.float64)
+
+
+def _members_importances(ensemble: BaseEstimator) -> NDArray[np.float64] | None:
+    total = np.zeros(ensemble.n_features_in_)
+    for member in members_of(ensemble):
+        member_values = getattr(member.estimator, "feature_importances_", None)
+        if member_values is None:
+            return None
+        if member.features is None:  # pasting_votes: every column
+            total += member_values
+        else:
+            np.add.at(total, member.features, member_values)
+    return total / max(len(ensemble.estimators_), 1)
 
 
 def fitted_estimator_count(ensemble: BaseEstimator) -> int:

@@ -34,6 +34,7 @@ BASE_KINDS: tuple[Kind, ...] = (
             CLASS_WEIGHT,
         ),
         compiled="tree",
+        importances="estimator",
     ),
     Kind(
         "logistic_regression",

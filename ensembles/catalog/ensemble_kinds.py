@@ -132,6 +132,7 @@ SKLEARN_ENSEMBLE_KINDS: tuple[Kind, ...] = (
         combination="vote_or_median",
         hardest_rows=hardest_rows,
         stop_note=adaboost.stop_note,
+        importances="estimator",
     ),
     Kind(
         "gradient_boosting",
@@ -185,6 +186,7 @@ SKLEARN_ENSEMBLE_KINDS: tuple[Kind, ...] = (
         combination="sum",
         labels="raw_ge",
         compiled="boosting",
+        importances="estimator",
     ),
     Kind(
         "hist_gradient_boosting",

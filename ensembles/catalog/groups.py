@@ -119,6 +119,7 @@ def bagging_kind(
         combination="mean",
         labels="argmax",
         compiled="bagging",
+        importances="members_mean",
     )
 
 
@@ -138,6 +139,7 @@ def forest_kind(name: str, description: str, classes: Mapping[Task, type], boots
         combination="mean",
         labels="argmax",
         compiled="forest",
+        importances="estimator",
     )
 
 

@@ -71,6 +71,7 @@ OWN_KINDS: tuple[Kind, ...] = (
         combination="soft_mean",
         labels="argmax_if_soft",
         compiled="voting",
+        importances="members_mean",
     ),
     Kind(
         "ensemble_selection",

@@ -74,6 +74,11 @@ Compiled = Literal[
     "linear",
     "none",
 ]
+# Where feature importances come from: the fitted model's own ``feature_importances_``
+# (``estimator``), the mean of its members' (``members_mean``, each on the columns it
+# was fed), or nowhere (``none``).  Read from the spec's kind: pasting_votes averages its
+# members' though it is fitted as a vote.
+Importances = Literal["estimator", "members_mean", "none"]
 # The ``metrics.hardest_rows`` block (or why not) from the fitted model, its training
 # rows (preprocessed, in order), their targets and their rows in the uploaded table.
 HardestRows = Callable[[Any, Any, Any, Any], tuple[dict[str, Any] | None, str | None]]
@@ -146,6 +151,7 @@ class Kind:
     # Its answer moves continuously with its inputs (a stacking final estimator fed
     # compiled members' last-bit differences stays within 1e-9): regression only.
     continuous: bool = False
+    importances: Importances = "none"
     hardest_rows: HardestRows | None = None
     stop_note: StopNote | None = None
     # Plots only this kind's versions have (ensembles.plots.catalog names them).

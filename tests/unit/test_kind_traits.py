@@ -232,3 +232,10 @@ def test_a_linear_kind_is_the_weighted_mean_of_its_members(name: str, task: Task
         got = ensemble.predict(Xt)
     expected = np.tensordot(weights / weights.sum(), outputs, axes=1)
     np.testing.assert_allclose(got, expected, rtol=0, atol=1e-9)
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+@pytest.mark.parametrize(("name", "task"), ENSEMBLE_CASES)
+def test_a_kind_has_feature_importances_where_it_says(name: str, task: Task) -> None:
+    model = _fitted(name, task)
+    assert (model.feature_importances is not None) == (KINDS[name].importances != "none")
