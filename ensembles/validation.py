@@ -210,7 +210,7 @@ def _resolve_params(
             else:
                 known = ", ".join(sorted(allowed)) or "none"
                 msg = (f"unknown parameter '{name}' for {kind.name} ({task})"
-                       f"{did_you_mean(name, allowed)}; known: {known}")  # fmt: skip
+                       f"{did_you_mean(name, allowed)} (known: {known})")  # fmt: skip
             problems.append(Problem((*loc, name), msg))
         elif not param.accepts(value, task):
             msg = f"must be {param.describe(task)}; got {shown(value)}"

@@ -271,6 +271,9 @@ async def test_format_png_is_honoured_and_an_unknown_format_is_a_422(
     svg = await api.client.get(path, params={"format": "svg"}, headers={"Accept": "image/png"})
     assert svg.headers["content-type"] == "image/svg+xml"
     ElementTree.fromstring(svg.content)
+    report = (await api.client.get("/v1/models/iris-clf/versions/1/report")).text
+    links = _self_contained(report).links
+    assert f"{path}?format=png" in links  # an <a> cannot set Accept: the page links each PNG
     bogus = await api.client.get(path, params={"format": "bogus"})
     assert bogus.status_code == 422, bogus.text
     assert bogus.headers["content-type"].startswith("application/problem+json")

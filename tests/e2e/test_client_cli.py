@@ -106,8 +106,10 @@ def test_the_cli_end_to_end(server: Server, iris_csv: Path, tmp_path: Path) -> N
     # 1: a problem answered by the server, its detail printed with each location.
     bad = ensemble(server, "train", "cli-rf", "-d", "iris", "-t", "nope", "-k", "random_forest")
     assert bad.returncode == 1
+    columns = "'sepal_length', 'sepal_width', 'petal_length', 'petal_width', 'species'"
     assert bad.stderr.splitlines() == ["error: 1 problem in the request",
-                                       "  target: no column 'nope' in the table"]  # fmt: skip
+                                       f"  target: no column 'nope' in the table (the columns "
+                                       f"are {columns})"]  # fmt: skip
     # 2: a usage error; 3: nobody at the URL, one line and no trace.
     assert ensemble(server, "train", "cli-rf", "-d", "iris", "-t", "species").returncode == 2
     down = ensemble(None, "models", "list", url=f"http://127.0.0.1:{free_port()}")

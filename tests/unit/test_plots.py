@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 from html import escape
 from typing import Any, Literal
 from xml.etree import ElementTree
 
+import matplotlib
 import numpy as np
 import pytest
 from matplotlib.collections import PathCollection
@@ -518,3 +520,13 @@ def test_the_plot_cache_drops_the_least_recently_used() -> None:
     assert made == ["a", "b", "c", "b"]  # "b" was dropped for "c"; "a" was used since
     assert cache.get("huge", lambda: b"x" * 11) == b"x" * 11  # too big to keep, still served
     assert cache.get("a", make("a")) == b"aaaa" and made[-1] == "b"
+
+
+def test_figures_drawn_at_once_look_as_drawn_alone() -> None:
+    """Drawings share matplotlib's process-wide settings: concurrent ones keep the style."""
+    view = trained("wine", "random_forest", n_estimators=10)
+    alone = {name: render(name, view) for name in plots_of(view)}
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        together = list(pool.map(lambda name: render(name, view), [*alone, *alone]))
+    assert together == [*alone.values(), *alone.values()]
+    assert matplotlib.rcParams["text.parse_math"] is True  # the process's settings are back
