@@ -5,7 +5,7 @@ re-exported here; the modules stay the place to read how each piece works.
 """
 
 from ensembles.builders import FeatureColumn, build_estimator, build_pipeline
-from ensembles.catalog import ENSEMBLE_KINDS, KINDS, Kind, Task, catalog_document
+from ensembles.catalog import ENSEMBLE_KINDS, KINDS, Kind, catalog_document
 from ensembles.data import (
     ColumnSummary,
     Table,
@@ -56,6 +56,7 @@ from ensembles.specs import (
     parse_estimator_spec,
     parse_training_spec,
 )
+from ensembles.tasks import Task
 from ensembles.training import CancelToken, FittedModel, ProgressCallback, train
 from ensembles.validation import check_against_rows, resolve_ensemble
 

@@ -25,8 +25,9 @@ from sklearn.impute import SimpleImputer
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import OneHotEncoder, OrdinalEncoder
 
-from ensembles.catalog import KINDS, Task
+from ensembles.catalog import KINDS
 from ensembles.specs import EstimatorSpec
+from ensembles.tasks import Task
 
 NUMERIC_DTYPES = frozenset({"int64", "float64"})
 HGB_MAX_CATEGORIES = 255

@@ -33,9 +33,9 @@ import numpy as np
 import pandas as pd
 
 from ensembles.errors import DataError, Problem, TooLargeError
+from ensembles.tasks import Task
 
 ColumnDtype = Literal["int64", "float64", "bool", "string", "datetime"]
-Task = Literal["classification", "regression"]
 Format = Literal["csv", "parquet", "jsonl"]
 
 MAX_PROBLEMS = 20

@@ -16,16 +16,10 @@ import numpy as np
 from numpy.typing import NDArray
 from sklearn.base import BaseEstimator
 
-from ensembles.catalog import KINDS, MemberWalk
+from ensembles.catalog import MemberWalk, kind_of
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
-
-# The classes of the voting kinds and how their members are walked (kinds sharing a
-# class share its walk: the bagging family).
-_VOTERS: dict[type, MemberWalk] = {
-    cls: kind.members for kind in KINDS.values() if kind.votes for cls in kind.classes.values()
-}
 
 
 @dataclass(frozen=True)
@@ -39,8 +33,14 @@ class Member:
     weight: float
 
 
+def _walk(ensemble: BaseEstimator) -> MemberWalk | None:
+    """How a voting kind's members are walked (None: not a voting kind)."""
+    kind = kind_of(ensemble)
+    return kind.members if kind is not None and kind.votes else None
+
+
 def has_members(ensemble: BaseEstimator) -> bool:
-    return type(ensemble) in _VOTERS
+    return _walk(ensemble) is not None
 
 
 def members_of(ensemble: BaseEstimator, *, with_samples: bool = True) -> list[Member]:
@@ -49,7 +49,7 @@ def members_of(ensemble: BaseEstimator, *, with_samples: bool = True) -> list[Me
     ``with_samples=False`` leaves ``samples`` None: scikit-learn re-draws every member's
     in-bag rows to give them (milliseconds for 100 trees), which prediction never needs.
     """
-    walk = _VOTERS.get(type(ensemble))
+    walk = _walk(ensemble)
     if walk == "named":
         names = [name for name, est in ensemble.estimators if est != "drop"]
         weights = ensemble.weights

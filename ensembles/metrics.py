@@ -19,7 +19,7 @@ from numpy.typing import NDArray
 from sklearn import metrics as skm
 from sklearn.base import BaseEstimator
 
-from ensembles.catalog import MemberWalk, OobSource, Task
+from ensembles.catalog import MemberWalk, OobSource
 from ensembles.members import (
     FloatArray,
     Member,
@@ -29,6 +29,7 @@ from ensembles.members import (
     members_of,
     oob_mask,
 )
+from ensembles.tasks import Task
 
 MAX_CURVE_POINTS = 50
 T = TypeVar("T")

@@ -16,7 +16,8 @@ from functools import cached_property
 from typing import Any, Literal
 
 from ensembles.builders import NUMERIC_DTYPES, FeatureColumn
-from ensembles.catalog import KINDS, Task
+from ensembles.catalog import KINDS
+from ensembles.tasks import Task
 
 Voting = Literal["hard", "soft"]
 

@@ -9,11 +9,12 @@ problem is reported with the same path form (``ensemble.estimators[1].params.C``
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ensembles.errors import Problem, SpecError
+from ensembles.tasks import Task
 
 MAX_RANDOM_STATE = 2**32 - 1
 
@@ -74,7 +75,7 @@ class TrainingSpec(_Frozen):
 
     target: str
     features: list[str] | None = None
-    task: Literal["classification", "regression"] | None = None
+    task: Task | None = None
     ensemble: EstimatorSpec
     evaluation: EvaluationSpec = Field(default_factory=EvaluationSpec)
     random_state: int | None = Field(default=None, ge=0, le=MAX_RANDOM_STATE)

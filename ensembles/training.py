@@ -43,13 +43,6 @@ from joblib import parallel_config
 from numpy.typing import NDArray
 from sklearn.base import BaseEstimator
 from sklearn.calibration import CalibratedClassifierCV
-from sklearn.ensemble import (
-    AdaBoostClassifier,
-    AdaBoostRegressor,
-    BaggingClassifier,
-    ExtraTreesClassifier,
-    RandomForestClassifier,
-)
 from sklearn.model_selection import KFold, StratifiedKFold, train_test_split
 from sklearn.pipeline import Pipeline
 
@@ -61,7 +54,7 @@ from ensembles.builders import (
     known_categories,
     output_columns,
 )
-from ensembles.catalog import KINDS, Kind, Task
+from ensembles.catalog import KINDS, Kind, kind_of
 from ensembles.data import TrainingData
 from ensembles.errors import Location, Problem, TrainingCancelledError, TrainingError
 from ensembles.kinds import OwnReport, adopt
@@ -73,6 +66,7 @@ from ensembles.science.curves import curves_of
 from ensembles.science.oof import FoldCollector
 from ensembles.signature import ModelSignature, Voting
 from ensembles.specs import EstimatorSpec, EvaluationSpec
+from ensembles.tasks import Task
 
 ProgressCallback = Callable[[int, int, str], None]
 HOLDOUT: Location = ("evaluation", "holdout_fraction")
@@ -555,10 +549,6 @@ def _own_metrics(own: OwnReport | None) -> dict[str, Any]:
     return {"curves": [Curve(**c) for c in own.curves], **own.metrics}
 
 
-# Classifiers whose predict is classes_[argmax(predict_proba)] in scikit-learn's own code.
-_PREDICT_IS_ARGMAX = (RandomForestClassifier, ExtraTreesClassifier, BaggingClassifier)
-
-
 def _evaluate(
     pipeline: Pipeline, X: pd.DataFrame, y: NDArray[Any], task: Task, classes: list[Any]
 ) -> metrics.Scores:
@@ -568,7 +558,8 @@ def _evaluate(
         else None
     )
     ensemble = pipeline[-1]
-    if proba is not None and isinstance(ensemble, _PREDICT_IS_ARGMAX):
+    kind = kind_of(ensemble)
+    if proba is not None and kind is not None and kind.labels == "argmax":
         # Their predict is exactly this (scikit-learn's own code): one pass over the members
         # instead of two, which on a large table is seconds of a forest's training.
         pred = ensemble.classes_.take(np.argmax(proba, axis=1), axis=0)
@@ -801,43 +792,17 @@ def _same_params(node: EstimatorSpec, task: Task, estimator: BaseEstimator) -> b
 
 
 def early_stop_notes(ensemble: BaseEstimator, prefix: str = "") -> list[str]:
-    """AdaBoost fits fewer members than asked when one is perfect or no better than
-    chance: say so and why (for the ensemble, and for the named members of voting and
-    stacking)."""
+    """Why a kind fitted fewer members than asked (its ``stop_note``), for the ensemble
+    and for the named members of voting and stacking."""
     notes: list[str] = []
-    if isinstance(ensemble, AdaBoostClassifier | AdaBoostRegressor):
-        note = _adaboost_stop(ensemble)
-        if note:
-            notes.append(prefix + note)
+    kind = kind_of(ensemble)
+    note = kind.stop_note(ensemble) if kind is not None and kind.stop_note else None
+    if note:
+        notes.append(prefix + note)
     for name, member in getattr(ensemble, "named_estimators_", {}).items():
         if isinstance(member, BaseEstimator):
             notes += early_stop_notes(member, f"{prefix}member '{name}': ")
     return notes
-
-
-def _adaboost_stop(ensemble: AdaBoostClassifier | AdaBoostRegressor) -> str | None:
-    asked = int(ensemble.n_estimators)
-    fitted = len(ensemble.estimators_)
-    if fitted >= asked:
-        return None
-    head = f"AdaBoost stopped after {fitted} of {asked} members: "
-    error = float(ensemble.estimator_errors_[fitted - 1])
-    if error == 0:
-        return head + (
-            f"member {fitted} fits the training rows perfectly (weighted error 0), "
-            "so there is nothing left to boost"
-        )
-    if error == 1:  # never recorded: the regressor keeps a first member that is too weak
-        return head + (f"member {fitted} had a weighted loss >= 0.5 and is kept as the only member")
-    if isinstance(ensemble, AdaBoostClassifier):
-        k = len(ensemble.classes_)
-        return head + (
-            f"member {fitted + 1} did no better than chance on the reweighted rows "
-            f"(weighted error >= 1 - 1/{k} = {1 - 1 / k:.2g}) and was dropped"
-        )
-    return head + (
-        f"member {fitted + 1} had a weighted loss >= 0.5 on the reweighted rows and was dropped"
-    )
 
 
 def feature_importances(pipeline: Pipeline, kind: Kind) -> dict[str, float] | None:
@@ -859,25 +824,28 @@ def feature_importances(pipeline: Pipeline, kind: Kind) -> dict[str, float] | No
 
 
 def _raw_importances(ensemble: BaseEstimator, kind: Kind) -> NDArray[np.float64] | None:
+    if kind.importances == "members_mean":  # each member on the columns it was fed
+        return _members_importances(ensemble)
+    if kind.importances == "none":
+        return None
     try:
         values = getattr(ensemble, "feature_importances_", None)
     except (AttributeError, ValueError):
         values = None
-    if values is not None:
-        return np.asarray(values, dtype=np.float64)
-    if kind.members in ("bagged", "bites"):  # the mean of members' importances
-        n = ensemble.n_features_in_
-        total = np.zeros(n)
-        for member in members_of(ensemble):
-            member_values = getattr(member.estimator, "feature_importances_", None)
-            if member_values is None:
-                return None
-            if member.features is None:  # pasting_votes: every column
-                total += member_values
-            else:
-                np.add.at(total, member.features, member_values)
-        return total / max(len(ensemble.estimators_), 1)
-    return None
+    return None if values is None else np.asarray(values, dtype=np.float64)
+
+
+def _members_importances(ensemble: BaseEstimator) -> NDArray[np.float64] | None:
+    total = np.zeros(ensemble.n_features_in_)
+    for member in members_of(ensemble):
+        member_values = getattr(member.estimator, "feature_importances_", None)
+        if member_values is None:
+            return None
+        if member.features is None:  # pasting_votes: every column
+            total += member_values
+        else:
+            np.add.at(total, member.features, member_values)
+    return total / max(len(ensemble.estimators_), 1)
 
 
 def fitted_estimator_count(ensemble: BaseEstimator) -> int:

@@ -15,7 +15,8 @@ from typing import Any, Literal
 
 import pytest
 
-from ensembles.catalog import BASE_KINDS, KINDS, Task
+from ensembles.catalog import BASE_KINDS, KINDS
+from ensembles.tasks import Task
 
 Spec = dict[str, Any]
 Family = Literal["ensemble", "base"]

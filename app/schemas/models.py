@@ -15,6 +15,7 @@ from ensembles.registry import (
     ModelRecord,
     ShadowStatsRecord,
 )
+from ensembles.tasks import Task
 
 MODEL_NAME = MODEL_NAME_PATTERN
 ALIAS = ALIAS_PATTERN
@@ -165,7 +166,7 @@ class VersionOut(BaseModel):
     version: int
     aliases: list[str] = Field(description="Aliases pointing at this version.")
     created_at: datetime
-    task: Literal["classification", "regression"]
+    task: Task
     kind: str = Field(description="The top-level ensemble kind.")
     spec: dict[str, Any] = Field(description="The ensemble spec with every default filled in.")
     dataset: DatasetRef

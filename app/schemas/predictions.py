@@ -6,6 +6,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
+from ensembles.tasks import Task
+
 _SCALAR: dict[str, Any] = {"type": ["string", "number", "boolean", "null"]}
 INSTANCES_SCHEMA: dict[str, Any] = {
     "description": "Rows as records (a list of objects), or columnar "
@@ -111,7 +113,7 @@ class PredictionOut(BaseModel):
 
     model: str
     version: int
-    task: Literal["classification", "regression"]
+    task: Task
     predictions: list[Any] = Field(description="Class labels or numbers, one per row.")
     classes: list[Any] | None = Field(default=None, description="Class order (classification).")
     probabilities: list[list[float]] | None = Field(

@@ -6,6 +6,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ensembles.tasks import Task
+
 
 class Health(BaseModel):
     model_config = ConfigDict(json_schema_extra={"examples": [{"status": "ok"}]})
@@ -37,7 +39,7 @@ class KindEntry(BaseModel):
     kind: str
     family: Literal["ensemble", "base"]
     description: str
-    tasks: list[Literal["classification", "regression"]]
+    tasks: list[Task]
     estimator_slots: list[str] = Field(description="estimator, estimators, final_estimator.")
     supports_voting_override: bool
     top_level_only: bool = Field(

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from app.schemas.common import ProblemDetails
 from ensembles import EstimatorSpec, EvaluationSpec
 from ensembles.specs import MAX_RANDOM_STATE
+from ensembles.tasks import Task
 
 TRAINING_EXAMPLE: dict[str, Any] = {
     "dataset_id": "ds_7f3a2b1c0d9e8f7a6b5c4d3e",
@@ -58,7 +59,7 @@ class TrainingRequest(BaseModel):
     features: list[str] | None = Field(
         default=None, description="Feature columns, in order; default: every column but the target."
     )
-    task: Literal["classification", "regression"] | None = Field(
+    task: Task | None = Field(
         default=None, description="Inferred from the target when absent, and reported back."
     )
     ensemble: EstimatorSpec = Field(description="The ensemble spec; kinds nest up to a bound.")
@@ -127,7 +128,7 @@ class JobOut(BaseModel):
     finished_at: datetime | None = Field(description="When it ended.")
     error: ProblemDetails | None = Field(description="Why a failed job failed (a problem).")
     cancel_requested: bool = Field(description="A cancel was asked for; the job stops soon.")
-    task: Literal["classification", "regression"] | None = Field(
+    task: Task | None = Field(
         default=None, description="The task, as given or inferred at submit time."
     )
     kind: str | None = Field(default=None, description="The top-level ensemble kind.")

@@ -35,11 +35,11 @@ from ensembles import (
     resolve_ensemble,
     select_training_data,
 )
-from ensembles.catalog import Task
 from ensembles.registry import DatasetRecord, Registry
 from ensembles.registry.documents import DatasetRef, JobDocument
 from ensembles.science import bias_variance
 from ensembles.specs import MAX_RANDOM_STATE
+from ensembles.tasks import Task
 
 TASKS: tuple[Task, ...] = ("classification", "regression")
 

@@ -33,7 +33,6 @@ from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator
 from sklearn.pipeline import Pipeline
 
-from ensembles.catalog import Task
 from ensembles.inference.engines import Answer
 from ensembles.inference.gtil import (
     ENGINE,
@@ -45,6 +44,7 @@ from ensembles.inference.gtil import (
     link,
     plan_for,
 )
+from ensembles.tasks import Task
 
 __all__ = ["CompiledModel", "restore_model"]
 

@@ -30,13 +30,13 @@ import treelite
 from numpy.typing import NDArray
 from sklearn.pipeline import Pipeline
 
-from ensembles.catalog import Task
 from ensembles.inference import composite
 from ensembles.inference.compiled import CompiledModel, restore_model
 from ensembles.inference.composite import CompiledComposite
 from ensembles.inference.engines import SKLEARN
 from ensembles.inference.fidelity import FidelityReport, compare, probe_rows, synthetic_rows
 from ensembles.inference.gtil import ENGINE, IMPORT_ERRORS, import_model, plan_for
+from ensembles.tasks import Task
 
 __all__ = [
     "DEFAULT_MAX_ROWS",

@@ -47,28 +47,16 @@ from typing import Any
 import numpy as np
 import sklearn
 from numpy.typing import ArrayLike, NDArray
-from sklearn.base import BaseEstimator
-from sklearn.ensemble import (
-    BaggingClassifier,
-    BaggingRegressor,
-    StackingClassifier,
-    StackingRegressor,
-    VotingClassifier,
-    VotingRegressor,
-)
-from sklearn.linear_model import LinearRegression, LogisticRegression, Ridge
-from sklearn.naive_bayes import GaussianNB
-from sklearn.neural_network import MLPRegressor
+from sklearn.base import BaseEstimator, is_classifier
 from sklearn.pipeline import Pipeline
-from sklearn.svm import SVR
 
-from ensembles.catalog import Task
+from ensembles.catalog import Compiled, kind_of
 from ensembles.inference.engines import SKLEARN, Answer
 from ensembles.inference.fidelity import compare
 from ensembles.inference.gtil import (
     ENGINE,
     IMPORT_ERRORS,
-    TREES,
+    compiled_as,
     import_model,
     import_trees,
     plan_for,
@@ -85,9 +73,9 @@ from ensembles.inference.nodes import (
     UnanswerableError,
     VotingNode,
 )
+from ensembles.tasks import Task
 
 __all__ = [
-    "COMPOSITES",
     "NUMPY",
     "CompiledComposite",
     "MemberRecord",
@@ -101,17 +89,9 @@ NUMPY = "numpy"
 FloatArray = NDArray[np.float64]
 MemberRecord = dict[str, str]  # name, kind, engine (and reason, when not compiled)
 
-_VOTING = (VotingClassifier, VotingRegressor)
-_STACKING = (StackingClassifier, StackingRegressor)
-_BAGGING = (BaggingClassifier, BaggingRegressor)
-COMPOSITES = _VOTING + _STACKING + _BAGGING
-# Regressors whose answer moves continuously with their inputs: a stacking final
-# estimator fed compiled members' values (last-bit differences) stays within 1e-9.
-_CONTINUOUS_REGRESSORS = (MLPRegressor, SVR)
-
 
 def is_composite(estimator: BaseEstimator) -> bool:
-    return isinstance(estimator, COMPOSITES)
+    return compiled_as(estimator) in ("voting", "stacking", "bagging")
 
 
 # --- building ---------------------------------------------------------------------------
@@ -149,11 +129,12 @@ def build(
 
 
 def _node(estimator: BaseEstimator, name: str, rows: FloatArray | None, b: _Building) -> Node:
-    if isinstance(estimator, _VOTING):
+    route = compiled_as(estimator)
+    if route == "voting":
         return _voting(estimator, name, rows, b)
-    if isinstance(estimator, _STACKING):
+    if route == "stacking":
         return _stacking(estimator, name, rows, b)
-    if isinstance(estimator, _BAGGING):
+    if route == "bagging":
         return _bagging(estimator, name, rows, b)
     return _leaf(estimator, name, rows, b)
 
@@ -207,13 +188,14 @@ def _continuous(final: Node, task: Task) -> bool:
     """Does the final estimator's answer (labels: with checked margins) move continuously?"""
     if isinstance(final, LogisticNode | NaiveBayesNode | LinearNode):
         return True
-    return task == "regression" and isinstance(final.estimator, _CONTINUOUS_REGRESSORS)
+    kind = kind_of(final.estimator)
+    return task == "regression" and kind is not None and kind.continuous
 
 
 def _bagging(estimator: BaseEstimator, name: str, rows: FloatArray | None, b: _Building) -> Node:
     fitted = estimator.estimators_
     features = [np.asarray(f, dtype=np.intp) for f in estimator.estimators_features_]
-    if fitted and all(isinstance(m, TREES) for m in fitted):
+    if fitted and all(compiled_as(m) == "tree" for m in fitted):
         n_classes = int(estimator.n_classes_) if b.task == "classification" else None
         label = _child(name, f"member_0..member_{len(fitted) - 1}")
         try:
@@ -235,12 +217,18 @@ def _bagging(estimator: BaseEstimator, name: str, rows: FloatArray | None, b: _B
     return BaggingNode(estimator, members)
 
 
-_NUMPY_NODES: Mapping[type, type[Node]] = {
-    LogisticRegression: LogisticNode,
-    GaussianNB: NaiveBayesNode,
-    LinearRegression: LinearNode,
-    Ridge: LinearNode,
+_NUMPY_NODES: Mapping[Compiled, type[Node]] = {
+    "logistic": LogisticNode,
+    "naive_bayes": NaiveBayesNode,
+    "linear": LinearNode,
 }
+
+
+def _numpy_route(estimator: BaseEstimator) -> Compiled:
+    """How its kind says the estimator is compiled, for the task it was fitted for."""
+    kind = kind_of(estimator)
+    task: Task = "classification" if is_classifier(estimator) else "regression"
+    return "none" if kind is None else kind.compiled_for(task)
 
 
 def _leaf(
@@ -262,8 +250,9 @@ def _leaf(
         b.record(name, estimator, ENGINE)
         classes = getattr(estimator, "classes_", None)
         return TreesNode(estimator, model, plan, None if classes is None else np.asarray(classes))
-    lean = _NUMPY_NODES.get(type(estimator))
-    if lean is None or not _numpy_ready(estimator):
+    route = _numpy_route(estimator)
+    lean = _NUMPY_NODES.get(route)
+    if lean is None or not _numpy_ready(estimator, route):
         b.record(name, estimator, SKLEARN)
         return SklearnNode(estimator)
     if name in b.demoted:
@@ -278,9 +267,9 @@ def _leaf(
     return node
 
 
-def _numpy_ready(estimator: BaseEstimator) -> bool:
+def _numpy_ready(estimator: BaseEstimator, route: Compiled) -> bool:
     """Fitted shapes the numpy nodes follow (one output; two or more classes)."""
-    if isinstance(estimator, LinearRegression | Ridge):
+    if route == "linear":
         return np.ndim(estimator.coef_) == 1 and np.ndim(estimator.intercept_) == 0
     return len(getattr(estimator, "classes_", ())) >= 2
 

@@ -23,24 +23,14 @@ from typing import Any, Protocol
 import numpy as np
 from numpy.typing import NDArray
 from sklearn.base import BaseEstimator
-from sklearn.ensemble import (
-    BaggingClassifier,
-    ExtraTreesClassifier,
-    GradientBoostingClassifier,
-    HistGradientBoostingClassifier,
-    RandomForestClassifier,
-    StackingClassifier,
-    VotingClassifier,
-)
 
-from ensembles.catalog import Task
+from ensembles.catalog import LabelRule, kind_of
+from ensembles.tasks import Task
 
 __all__ = ["SKLEARN", "Answer", "Engine", "SklearnEngine"]
 
 SKLEARN = "scikit-learn"
 FloatArray = NDArray[np.float64]
-_ARGMAX_PREDICT = (RandomForestClassifier, ExtraTreesClassifier, BaggingClassifier)
-_BOOSTING_CLASSIFIERS = (GradientBoostingClassifier, HistGradientBoostingClassifier)
 
 
 @dataclass(frozen=True)
@@ -92,13 +82,14 @@ class SklearnEngine:
         if self.task == "regression":
             return Answer(np.asarray(estimator.predict(Xt)), None, SKLEARN)
         with_proba = with_proba and hasattr(estimator, "predict_proba")
-        if _is_stacking(estimator):
+        rule = _label_rule(estimator)
+        if rule == "stacked" and not isinstance(estimator.classes_, list):  # single output
             return _stacked(estimator, Xt, with_proba)
-        if with_proba:
-            boosted = _boosted(estimator, Xt)
+        if with_proba and rule in ("raw_ge", "raw_gt"):
+            boosted = _boosted(estimator, Xt, at_zero=rule == "raw_ge")
             if boosted is not None:
                 return boosted
-        by_argmax = _predicts_by_argmax(estimator)
+        by_argmax = _predicts_by_argmax(estimator, rule)
         if not (with_proba or by_argmax):
             return Answer(np.asarray(estimator.predict(Xt)), None, SKLEARN)
         proba = np.asarray(estimator.predict_proba(Xt), dtype=np.float64)
@@ -109,9 +100,9 @@ class SklearnEngine:
         return Answer(labels, proba if with_proba else None, SKLEARN)
 
 
-def _is_stacking(estimator: BaseEstimator) -> bool:
-    """A single-output StackingClassifier (its ``classes_`` is one array)."""
-    return isinstance(estimator, StackingClassifier) and not isinstance(estimator.classes_, list)
+def _label_rule(estimator: BaseEstimator) -> LabelRule:
+    kind = kind_of(estimator)
+    return "predict" if kind is None else kind.labels
 
 
 def _stacked(estimator: BaseEstimator, Xt: NDArray[Any], with_proba: bool) -> Answer:
@@ -128,7 +119,7 @@ def _stacked(estimator: BaseEstimator, Xt: NDArray[Any], with_proba: bool) -> An
     return Answer(labels, proba, SKLEARN)
 
 
-def _boosted(estimator: BaseEstimator, Xt: NDArray[Any]) -> Answer | None:
+def _boosted(estimator: BaseEstimator, Xt: NDArray[Any], *, at_zero: bool) -> Answer | None:
     """Gradient boosting's labels and probabilities from one walk of its trees, else None.
 
     scikit-learn's ``predict`` and ``predict_proba`` each walk every tree for the raw
@@ -138,14 +129,12 @@ def _boosted(estimator: BaseEstimator, Xt: NDArray[Any]) -> Answer | None:
     functions: one walk instead of two, same bits.  The loss is private (``_loss``); if
     scikit-learn moves it, this returns None and both calls are made.
     """
-    if not isinstance(estimator, _BOOSTING_CLASSIFIERS):
-        return None
     to_proba = getattr(getattr(estimator, "_loss", None), "predict_proba", None)
     if to_proba is None:
         return None
     raw = np.asarray(estimator.decision_function(Xt))
     if raw.ndim == 1:
-        positive = raw >= 0 if isinstance(estimator, GradientBoostingClassifier) else raw > 0
+        positive = raw >= 0 if at_zero else raw > 0
         encoded = positive.astype(np.intp)
     else:
         encoded = np.argmax(raw, axis=1)
@@ -153,8 +142,8 @@ def _boosted(estimator: BaseEstimator, Xt: NDArray[Any]) -> Answer | None:
     return Answer(labels, np.asarray(to_proba(raw), dtype=np.float64), SKLEARN)
 
 
-def _predicts_by_argmax(estimator: BaseEstimator) -> bool:
+def _predicts_by_argmax(estimator: BaseEstimator, rule: LabelRule) -> bool:
     """Is ``predict`` literally ``classes_.take(argmax(predict_proba(X)))`` in scikit-learn?"""
-    if isinstance(estimator, VotingClassifier):
+    if rule == "argmax_if_soft":
         return bool(estimator.voting == "soft")
-    return isinstance(estimator, _ARGMAX_PREDICT) and getattr(estimator, "n_outputs_", 1) == 1
+    return rule == "argmax" and getattr(estimator, "n_outputs_", 1) == 1

@@ -27,14 +27,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 from sklearn.base import BaseEstimator
-from sklearn.ensemble import (
-    BaggingClassifier,
-    BaggingRegressor,
-    StackingClassifier,
-    StackingRegressor,
-    VotingClassifier,
-    VotingRegressor,
-)
+
+from ensembles.catalog import kind_of
 
 __all__ = ["TOLERANCE", "FidelityReport", "compare", "probe_rows", "synthetic_rows"]
 
@@ -96,20 +90,18 @@ class _Nodes:
     float32: bool = True  # compares float32(x) (scikit-learn's trees), else float64
 
 
-_COMBINED = (VotingClassifier, VotingRegressor, StackingClassifier, StackingRegressor)
-_BAGGING = (BaggingClassifier, BaggingRegressor)
-
-
 def _trees(estimator: BaseEstimator, columns: NDArray[np.intp] | None = None) -> list[_Nodes]:
     """Every tree of a tree model, or of every member of voting, stacking and bagging.
 
     ``columns``: the original column of each column the estimator was fed (a bagging
     member's subset), None when it was fed the original columns.
     """
-    if isinstance(estimator, _COMBINED):
+    kind = kind_of(estimator)
+    route = "none" if kind is None else kind.compiled
+    if route in ("voting", "stacking"):
         members = [m for m in estimator.estimators_ if not isinstance(m, str)]
         return [t for m in members for t in _trees(m, columns)]
-    if isinstance(estimator, _BAGGING):
+    if route == "bagging":
         out: list[_Nodes] = []
         for member, features in zip(
             estimator.estimators_, estimator.estimators_features_, strict=True

@@ -31,28 +31,18 @@ import treelite.sklearn
 from numpy.typing import NDArray
 from scipy.special import expit
 from sklearn.base import BaseEstimator
-from sklearn.ensemble import (
-    ExtraTreesClassifier,
-    ExtraTreesRegressor,
-    GradientBoostingClassifier,
-    GradientBoostingRegressor,
-    HistGradientBoostingClassifier,
-    HistGradientBoostingRegressor,
-    RandomForestClassifier,
-    RandomForestRegressor,
-)
-from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
+from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor  # built by import_trees
 
-from ensembles.catalog import Task
+from ensembles.catalog import Compiled, kind_of
+from ensembles.tasks import Task
 
 __all__ = [
     "ENGINE",
-    "FORESTS",
     "IMPORT_ERRORS",
     "TIE_MARGIN",
-    "TREES",
     "Plan",
     "cast_rows",
+    "compiled_as",
     "decide",
     "first_max",
     "gtil_scores",
@@ -68,15 +58,6 @@ FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.intp]
 BoolArray = NDArray[np.bool_]
 
-FORESTS = (
-    RandomForestClassifier,
-    RandomForestRegressor,
-    ExtraTreesClassifier,
-    ExtraTreesRegressor,
-)
-TREES = (DecisionTreeClassifier, DecisionTreeRegressor)  # ExtraTree* are subclasses
-_BOOSTING = (GradientBoostingClassifier, GradientBoostingRegressor)
-_HISTOGRAM = (HistGradientBoostingClassifier, HistGradientBoostingRegressor)
 IMPORT_ERRORS = (treelite.TreeliteError, NotImplementedError, ValueError, TypeError)
 
 Link = Literal["identity", "exp", "expit", "expit2", "softmax"]
@@ -96,25 +77,32 @@ class Plan:
     categories: tuple[tuple[int, FloatArray], ...] = ()
 
 
+def compiled_as(estimator: BaseEstimator) -> Compiled:
+    """How the compiled engine takes this estimator, as its kind says."""
+    kind = kind_of(estimator)
+    return "none" if kind is None else kind.compiled
+
+
 def plan_for(estimator: BaseEstimator, task: Task) -> Plan | str:
     """The plan for a supported kind, else the reason it is not compiled."""
     name = type(estimator).__name__
     classifier = task == "classification"
     if classifier != hasattr(estimator, "classes_"):
         return f"{name} does not match the task {task!r}"
-    if isinstance(estimator, FORESTS + TREES):
+    route = compiled_as(estimator)
+    if route in ("forest", "tree"):
         if getattr(estimator, "n_outputs_", 1) != 1:
             return f"{name} with several outputs is not compiled"
         return Plan(True, False, "identity", "proba" if classifier else "none")
     n_classes = len(getattr(estimator, "classes_", ()))
-    if isinstance(estimator, _BOOSTING):
+    if route == "boosting":
         if not classifier:
             return Plan(True, True, "identity", "none")
         if n_classes > 2:
             return Plan(True, True, "softmax", "raw_argmax")
         link_name: Link = "expit2" if estimator.loss == "exponential" else "expit"
         return Plan(True, True, link_name, "raw_ge")
-    if isinstance(estimator, _HISTOGRAM):
+    if route == "histogram":
         categories = _known_categories(estimator)
         if isinstance(categories, str):
             return categories
@@ -153,12 +141,13 @@ def _known_categories(estimator: BaseEstimator) -> tuple[tuple[int, FloatArray],
 
 def import_model(estimator: BaseEstimator) -> Any:
     """The treelite model of a fitted estimator (raises one of ``IMPORT_ERRORS``)."""
-    if isinstance(estimator, TREES):
+    route = compiled_as(estimator)
+    if route == "tree":
         n_classes = len(estimator.classes_) if hasattr(estimator, "classes_") else None
         return import_trees([(estimator, None)], int(estimator.n_features_in_), n_classes)
     source = estimator
     fitted = len(getattr(estimator, "estimators_", ()))
-    if isinstance(estimator, _BOOSTING + FORESTS) and fitted != estimator.n_estimators:
+    if route in ("boosting", "forest") and fitted != estimator.n_estimators:
         # Early stopping (or a warm start) leaves fewer stages than n_estimators, which
         # treelite's importer reads: give it a shallow copy that says how many there are.
         source = copy.copy(estimator)

@@ -17,8 +17,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 from scipy.special import expit
-from sklearn.base import BaseEstimator
-from sklearn.ensemble import StackingRegressor
+from sklearn.base import BaseEstimator, is_classifier
 
 from ensembles.inference.gtil import (
     TIE_MARGIN,
@@ -391,7 +390,7 @@ class StackingNode(Node):
         self.approximate = final.approximate or any(
             m.approximate and method != "predict" for m, method in members
         )
-        self.regression = isinstance(estimator, StackingRegressor)
+        self.regression = not is_classifier(estimator)
         self.binary = not self.regression and len(estimator.classes_) == 2
 
     def supports(self, method: str) -> bool:

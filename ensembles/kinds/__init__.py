@@ -5,7 +5,8 @@
 * :mod:`ensembles.kinds.ensemble_selection` — Caruana's ensemble selection from a library,
   over :mod:`ensembles.kinds.selection` (the greedy selection on a prediction matrix);
 * :mod:`ensembles.kinds.base` — what they share: the report they leave, the fitted
-  ``VotingClassifier`` / ``VotingRegressor`` they become.
+  ``VotingClassifier`` / ``VotingRegressor`` they become;
+* :mod:`ensembles.kinds.adaboost` — what scikit-learn's AdaBoost needs beyond its class.
 
 Training fits one like any estimator (with a ``monitor`` for progress and cancellation),
 then :func:`adopt` puts the plain scikit-learn ensemble it became in its place in the

@@ -27,11 +27,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 from sklearn import metrics as skm
+
+from ensembles.tasks import Task
 
 __all__ = [
     "METRICS",
@@ -50,7 +52,7 @@ class Metric:
     """A selection metric: (target, predictions) -> value; the task it is for."""
 
     name: str
-    task: Literal["classification", "regression"]
+    task: Task
     greater_is_better: bool
     value: Callable[[NDArray[Any], FloatArray], float]
 

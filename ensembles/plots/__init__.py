@@ -2,12 +2,13 @@
 
 - :mod:`ensembles.plots.data` reads each plot's numbers from the version's document, or
   says why the version has none (no matplotlib);
-- :mod:`ensembles.plots.catalog` names the plots and tells which a version has;
+- :mod:`ensembles.plots.catalog` is the one table of plots (name -> reader and figure
+  function) and tells which a version has;
 - :mod:`ensembles.plots.figures` draws them, :mod:`ensembles.plots.style` is how they look;
 - :mod:`ensembles.plots.render` turns a figure into SVG or PNG bytes;
 - :mod:`ensembles.plots.versions` compares the versions of a model.
 
-Only ``catalog`` and ``data`` are imported here, so listing plots costs no matplotlib.
+Listing plots costs no matplotlib: :mod:`~ensembles.plots.figures` imports it when it draws.
 """
 
 from ensembles.plots.catalog import PLOTS, PlotKind, absence, plot_data, plots_of

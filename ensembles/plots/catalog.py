@@ -1,33 +1,41 @@
-"""The plots a version may have, by name, and which of them this version has.
+"""The plots a version may have, in one table, and which of them this version has.
 
 A plot is a name, a reader (:mod:`ensembles.plots.data`: the numbers from the version's
-document, or why there are none) and a drawing (:mod:`ensembles.plots.figures`). The
-version resource lists the names whose reader finds data; the report page shows the
-others with the reader's reason, so an absent plot is explained, never an empty frame.
+document, or why there are none) and a figure function (:mod:`ensembles.plots.figures`,
+which imports matplotlib only when it draws). The version resource lists the names whose
+reader finds data; the report page shows the others with the reader's reason, so an
+absent plot is explained, never an empty frame.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
 
 from ensembles.errors import NotFoundError, Problem
-from ensembles.plots import data
+from ensembles.plots import data, figures
 from ensembles.plots.data import PlotAbsentError, VersionView
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+Numbers = TypeVar("Numbers")
 
 
 @dataclass(frozen=True)
-class PlotKind:
-    """One plot: its name in URLs, its heading and what it tells a reader."""
+class PlotKind(Generic[Numbers]):
+    """One plot: its name in URLs, its heading, what it tells a reader, the reader of its
+    numbers and the figure function that draws exactly those numbers."""
 
     name: str
     title: str
     caption: str
-    read: Callable[[VersionView], Any]
+    read: Callable[[VersionView], Numbers]
+    draw: Callable[[Numbers], Figure]
 
 
-PLOTS: Final[dict[str, PlotKind]] = {
+PLOTS: Final[dict[str, PlotKind[Any]]] = {
     p.name: p
     for p in (
         PlotKind(
@@ -36,18 +44,21 @@ PLOTS: Final[dict[str, PlotKind]] = {
             "The out-of-bag (or staged, for boosting) score after each number of members: "
             "where it flattens, more members stop paying.",
             data.oob_curve,
+            figures.oob_curve,
         ),
         PlotKind(
             "members",
             "Gain of the ensemble",
             "Each member's own score next to the ensemble's, on the same rows.",
             data.members,
+            figures.members,
         ),
         PlotKind(
             "confusion_matrix",
             "Confusion matrix",
             "Rows of each true class by the class predicted.",
             data.confusion_matrix,
+            figures.confusion_matrix,
         ),
         PlotKind(
             "predicted_vs_actual",
@@ -55,6 +66,7 @@ PLOTS: Final[dict[str, PlotKind]] = {
             "Each evaluated row's prediction against its target; the dashed line is a "
             "perfect prediction.",
             data.predicted_vs_actual,
+            figures.predicted_vs_actual,
         ),
         PlotKind(
             "residuals",
@@ -62,24 +74,28 @@ PLOTS: Final[dict[str, PlotKind]] = {
             "Actual minus predicted, against the prediction and as a histogram: a pattern "
             "or a skew is something the model missed.",
             data.residuals,
+            figures.residuals,
         ),
         PlotKind(
             "feature_importances",
             "Feature importances",
             "Impurity-based importances summed back onto the table's columns.",
             data.feature_importances,
+            figures.feature_importances,
         ),
         PlotKind(
             "diversity",
             "Diversity of the members",
             "How differently the members err: an ensemble gains only where they disagree.",
             data.diversity,
+            figures.diversity,
         ),
         PlotKind(
             "selection_curve",
             "Ensemble selection",
             "The selection metric as members are added greedily, and how often each was chosen.",
             data.selection_curve,
+            figures.selection_curve,
         ),
     )
 }

@@ -449,8 +449,10 @@ def selection_curve(view: VersionView) -> Selection:
         weights = Bars([k for k, _ in ranked], [float(v) for _, v in ranked], "times selected")
     if curves or weights is not None:
         return Selection(curves, weights)
-    if view.get("kind") != "ensemble_selection":
-        raise PlotAbsentError("only ensemble_selection versions have a selection curve")
+    kind = KINDS.get(str(view.get("kind")))
+    if kind is None or "selection_curve" not in kind.own_plots:
+        having = ", ".join(k.name for k in KINDS.values() if "selection_curve" in k.own_plots)
+        raise PlotAbsentError(f"only {having} versions have a selection curve")
     raise PlotAbsentError(
         _note_about(view, "selection") or "this version stores no selection curve"
     )

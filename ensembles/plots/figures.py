@@ -9,11 +9,9 @@ artists), labels both axes and says in its title which rows the figures come fro
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
-from matplotlib.axes import Axes
-from matplotlib.figure import Figure
-from matplotlib.patches import Patch
 
 from ensembles.plots import style
 from ensembles.plots.data import (
@@ -31,6 +29,10 @@ from ensembles.plots.data import (
     Selection,
     panels,
 )
+
+if TYPE_CHECKING:  # matplotlib is imported when a figure is first drawn, not listed
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 MAX_LABEL_CHARS = 40  # of a tick label taken from the user's data
 MAX_CELL_TEXT_MEMBERS = 8  # heat maps of at most this many members write each cell's value
@@ -52,6 +54,8 @@ def basis_words(basis: str) -> str:
 
 
 def new_figure(height: float = style.HEIGHT_IN, width: float = style.WIDTH_IN) -> Figure:
+    from matplotlib.figure import Figure
+
     return Figure(figsize=(width, height), dpi=style.DPI, layout="constrained")
 
 
@@ -296,6 +300,8 @@ def _directed_bars(ax: Axes, bars: Bars) -> None:
     """Pairwise measures point both ways (a high disagreement: diverse members; a high
     Q, correlation, kappa or double fault: alike ones): each bar's colour and hatch say
     which, and so does the legend."""
+    from matplotlib.patches import Patch
+
     diverse = [MORE_DIVERSE_WHEN_HIGH.get(label) for label in bars.labels]
     colors = [style.MEMBER if d else style.ENSEMBLE for d in diverse]
     _bars(ax, bars, colors)

@@ -1,7 +1,7 @@
 """Figures to bytes: SVG (the default, and what report pages inline) or PNG, cached.
 
-matplotlib is imported here and only here, when a plot is first drawn: the service
-starts, and the version resource lists plots, without it. matplotlib's settings are
+matplotlib is imported here and by the figure functions, when a plot is first drawn:
+the version resource lists plots without it. matplotlib's settings are
 process-wide, so the house style is put in place while any figure is being drawn and
 taken away when the last one is done (every figure here wants the same style, so
 concurrent drawings never mix styles); at most ``MAX_DRAWING`` figures are drawn at once,
@@ -33,7 +33,7 @@ from matplotlib.figure import Figure
 from matplotlib.text import Text
 from matplotlib.typing import RcKeyType
 
-from ensembles.plots import figures, style
+from ensembles.plots import style
 from ensembles.plots.catalog import PLOTS, plot_data
 from ensembles.plots.data import VersionView
 
@@ -160,9 +160,8 @@ def literal(fig: Figure) -> Figure:
 def figure(name: str, view: VersionView) -> Figure:
     """The figure of plot ``name`` of the version (NotFoundError when it has none)."""
     found = plot_data(name, view)
-    draw = getattr(figures, name)
     with house_style():
-        fig: Figure = draw(found)
+        fig: Figure = PLOTS[name].draw(found)
     return literal(fig)
 
 

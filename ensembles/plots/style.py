@@ -9,9 +9,10 @@ figure is 7 x 3.6 in, which fills a laptop column and half a printed A4/Letter p
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-from matplotlib.typing import RcKeyType
+if TYPE_CHECKING:  # the catalog imports the figures module without matplotlib
+    from matplotlib.typing import RcKeyType
 
 OKABE_ITO: Final = (
     "#0072B2",  # blue

@@ -15,10 +15,10 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, PlainSerializer
 
-from ensembles.catalog import Task
 from ensembles.registry.records import JobRecord, VersionRecord
 from ensembles.reports import Metrics
 from ensembles.specs import EstimatorSpec, EvaluationSpec
+from ensembles.tasks import Task
 
 
 def _spec_json(spec: EstimatorSpec) -> dict[str, Any]:

@@ -25,9 +25,10 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ensembles.catalog import KINDS, Task
+from ensembles.catalog import KINDS
 from ensembles.errors import Location, Problem
 from ensembles.specs import EstimatorSpec, EvaluationSpec
+from ensembles.tasks import Task
 
 ROUNDS: Location = ("evaluation", "bias_variance", "rounds")
 FIELD: Location = ("evaluation", "bias_variance")

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
-from sklearn.ensemble import AdaBoostClassifier, AdaBoostRegressor
+from sklearn.base import BaseEstimator, is_classifier
 
 FloatArray = NDArray[np.float64]
 TOP_ROWS = 20
@@ -100,10 +100,10 @@ def replay_r2(predictions: FloatArray, y: FloatArray, loss: str, learning_rate: 
     return Replay(seen, w / w.sum(), errors, alphas)
 
 
-def replay(ensemble: AdaBoostClassifier | AdaBoostRegressor, Xt: Any, y: Any) -> Replay:
+def replay(ensemble: BaseEstimator, Xt: Any, y: Any) -> Replay:
     """Replay a fitted AdaBoost on the rows it was fitted on (preprocessed, in order)."""
     preds = np.stack([np.asarray(est.predict(Xt)) for est in ensemble.estimators_])
-    if isinstance(ensemble, AdaBoostClassifier):
+    if is_classifier(ensemble):
         wrong = preds != np.asarray(y)[np.newaxis, :]
         return replay_samme(wrong, len(ensemble.classes_), float(ensemble.learning_rate))
     return replay_r2(
@@ -119,7 +119,7 @@ def _plain(value: Any) -> Any:
 
 
 def hardest_rows(
-    ensemble: AdaBoostClassifier | AdaBoostRegressor,
+    ensemble: BaseEstimator,
     Xt: Any,
     y: Any,
     positions: NDArray[np.intp],
@@ -134,11 +134,7 @@ def hardest_rows(
     fitted = len(ensemble.estimators_)
     expected = np.asarray(ensemble.estimator_errors_[: len(found.errors)], dtype=np.float64)
     # scikit-learn records no error for a regressor's lone too-weak first member (1.0 stays).
-    comparable = [
-        i
-        for i, err in enumerate(found.errors)
-        if err < 0.5 or isinstance(ensemble, AdaBoostClassifier)
-    ]
+    comparable = [i for i, err in enumerate(found.errors) if err < 0.5 or is_classifier(ensemble)]
     if len(found.seen) != fitted or not np.allclose(
         np.asarray(found.errors)[comparable], expected[comparable], rtol=1e-9, atol=1e-12
     ):

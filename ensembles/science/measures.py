@@ -19,21 +19,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
-from sklearn.base import BaseEstimator
-from sklearn.ensemble import (
-    AdaBoostClassifier,
-    AdaBoostRegressor,
-    StackingClassifier,
-    StackingRegressor,
-)
 from sklearn.pipeline import Pipeline
 from threadpoolctl import threadpool_limits
 
-from ensembles.catalog import Kind, Task
+from ensembles.catalog import Kind
 from ensembles.science import diversity as div
-from ensembles.science.hardest_rows import hardest_rows
 from ensembles.science.oof import OutOfFold, stacking_oof
 from ensembles.science.outputs import MemberOutputs, member_outputs, walk_of
+from ensembles.tasks import Task
 
 MAX_ROWS = 2_000
 MAX_MEMBERS = 200
@@ -79,7 +72,9 @@ def _measure(ev: Evidence, notes: list[str]) -> dict[str, Any]:
     ensemble = ev.pipeline[-1]
     out: dict[str, Any] = {"diversity": None, "ambiguity": None, "oof": None, "hardest_rows": None}
     folds = ev.cv_folds
-    if _stacked(ensemble):
+    # Stacking (ensemble_selection fits its library on folds too, but is fitted as a vote:
+    # its out-of-fold scores are in ``metrics.selection``).
+    if ev.kind.combination == "final_estimator":
         folds = stacking_oof(ensemble, ev.Xt, ev.y_train, ev.task)
     if folds is not None:
         out["oof"] = folds.report(ev.y_train)
@@ -93,8 +88,9 @@ def _measure(ev: Evidence, notes: list[str]) -> dict[str, Any]:
     if reason:
         what = "diversity" if ev.task == "classification" else "ambiguity"
         notes.append(f"no {what}: {reason}")
-    if isinstance(ensemble, AdaBoostClassifier | AdaBoostRegressor):
-        out["hardest_rows"], why = hardest_rows(ensemble, ev.Xt, ev.y_train, ev.train_positions)
+    if ev.kind.hardest_rows is not None:
+        found = ev.kind.hardest_rows(ensemble, ev.Xt, ev.y_train, ev.train_positions)
+        out["hardest_rows"], why = found
         if why:
             notes.append(f"no hardest rows: {why}")
     return out
@@ -150,18 +146,11 @@ def _combination(ev: Evidence, weighted: bool) -> str:
     """What "ensemble" means in the ambiguity block."""
     if weighted:
         return "weighted_mean: the members' weighted mean, as the model combines them"
-    ensemble = ev.pipeline[-1]
-    if isinstance(ensemble, AdaBoostRegressor):
+    if ev.kind.combination == "vote_or_median":  # regression: AdaBoost.R2
         return "mean: the members' plain mean (the model takes their weighted median)"
-    if _stacked(ensemble):
+    if ev.kind.combination == "final_estimator":
         return "mean: the members' plain mean (the model feeds them to its final estimator)"
     return "mean: the members' mean, as the model combines them"
-
-
-def _stacked(ensemble: BaseEstimator) -> bool:
-    """Stacking (ensemble_selection also fits its library on folds, but its fitted form is
-    a voting ensemble: its out-of-fold scores are in ``metrics.selection``)."""
-    return isinstance(ensemble, StackingClassifier | StackingRegressor)
 
 
 Judged = tuple[str, MemberOutputs, NDArray[Any], NDArray[Any] | None]

@@ -27,8 +27,8 @@ from sklearn.model_selection import check_cv, cross_val_predict
 from sklearn.pipeline import Pipeline
 
 from ensembles import metrics
-from ensembles.catalog import Task
 from ensembles.members import Member, member_class_indices, member_probabilities, member_values
+from ensembles.tasks import Task
 
 Splits = list[tuple[NDArray[np.intp], NDArray[np.intp]]]
 

@@ -17,7 +17,7 @@ import pandas as pd
 from numpy.typing import NDArray
 from sklearn.base import BaseEstimator
 
-from ensembles.catalog import KINDS, MemberWalk, Task
+from ensembles.catalog import MemberWalk, kind_of
 from ensembles.members import (
     Member,
     member_class_indices,
@@ -26,13 +26,7 @@ from ensembles.members import (
     members_of,
     oob_mask,
 )
-
-_WALKS: dict[type, MemberWalk] = {
-    cls: kind.members
-    for kind in KINDS.values()
-    if kind.family == "ensemble"
-    for cls in kind.classes.values()
-}
+from ensembles.tasks import Task
 
 
 @dataclass(frozen=True)
@@ -49,7 +43,8 @@ class MemberOutputs:
 
 def walk_of(ensemble: BaseEstimator) -> MemberWalk | None:
     """How the catalog walks this fitted ensemble (None: a class it does not know)."""
-    return _WALKS.get(type(ensemble))
+    kind = kind_of(ensemble)
+    return kind.members if kind is not None and kind.family == "ensemble" else None
 
 
 def _generic_members(ensemble: BaseEstimator) -> list[Member]:

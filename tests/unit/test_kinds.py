@@ -14,9 +14,10 @@ import numpy as np
 import pytest
 
 from ensembles import prepare
-from ensembles.catalog import ENSEMBLE_KINDS, KINDS, Kind, Task
+from ensembles.catalog import ENSEMBLE_KINDS, KINDS, Kind
 from ensembles.inference import inference_verdict
 from ensembles.specs import EvaluationSpec, parse_estimator_spec
+from ensembles.tasks import Task
 from ensembles.training import FittedModel, train
 from ensembles.validation import resolve_ensemble
 from tests.kinds import SPECS, cases

@@ -20,7 +20,7 @@ from sklearn.datasets import load_breast_cancer, load_diabetes, load_iris, load_
 from sklearn.pipeline import Pipeline
 
 from ensembles.builders import FeatureColumn, build_pipeline, known_categories
-from ensembles.catalog import KINDS, Task
+from ensembles.catalog import KINDS
 from ensembles.errors import PredictionInputError, TooLargeError
 from ensembles.inference import (
     MAX_PROBLEMS,
@@ -32,6 +32,7 @@ from ensembles.inference import (
 )
 from ensembles.signature import ModelSignature
 from ensembles.specs import parse_estimator_spec
+from ensembles.tasks import Task
 from ensembles.validation import resolve_ensemble
 
 Model = tuple[Pipeline, ModelSignature, pd.DataFrame]

@@ -8,9 +8,10 @@ from functools import cache
 
 import pytest
 
-from ensembles.catalog import KINDS, Task
+from ensembles.catalog import KINDS
 from ensembles.reports import Metrics
 from ensembles.specs import EvaluationSpec, parse_estimator_spec
+from ensembles.tasks import Task
 from ensembles.training import train
 from ensembles.validation import resolve_ensemble
 from tests.kinds import SPECS, cases
