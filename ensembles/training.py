@@ -20,16 +20,14 @@ Training does not compile: which engine serves the model is decided afterwards
 (``FittedModel.train_rows``).
 
 What the data or the spec makes impossible is a :class:`TrainingError` with a path into
-the request: the hold-out split and the folds (:func:`split_rows`, :func:`cv_problems`,
-which the service also runs at submit time), and whatever scikit-learn refuses while
-fitting, scoring or cross-validating (:func:`scikit_learn_errors`). An error raised by
-this library's own code stays what it is: a bug.
+the request: the hold-out split and the folds (:mod:`ensembles.splits`, which the service
+also runs at submit time), and whatever scikit-learn refuses while fitting, scoring or
+cross-validating (:mod:`ensembles.fit_errors`). An error raised by this library's own
+code stays what it is: a bug.
 """
 
 from __future__ import annotations
 
-import math
-import re
 import time
 import warnings
 from collections.abc import Callable, Iterator
@@ -42,7 +40,6 @@ import pandas as pd
 from joblib import parallel_config
 from numpy.typing import NDArray
 from sklearn.base import BaseEstimator
-from sklearn.calibration import CalibratedClassifierCV
 from sklearn.ensemble import (
     AdaBoostClassifier,
     AdaBoostRegressor,
@@ -50,33 +47,31 @@ from sklearn.ensemble import (
     ExtraTreesClassifier,
     RandomForestClassifier,
 )
-from sklearn.model_selection import KFold, StratifiedKFold, train_test_split
 from sklearn.pipeline import Pipeline
 
 from ensembles import metrics
 from ensembles.builders import (
     FeatureColumn,
-    build_estimator,
     build_pipeline,
     known_categories,
     output_columns,
 )
 from ensembles.catalog import KINDS, Kind, Task
 from ensembles.data import TrainingData
-from ensembles.errors import Location, Problem, TrainingCancelledError, TrainingError
+from ensembles.errors import TrainingCancelledError, TrainingError
+from ensembles.fit_errors import scikit_learn_errors
 from ensembles.kinds import OwnReport, adopt
 from ensembles.members import members_of
-from ensembles.parallel import MemberPool, member_frames, members_in_parallel
+from ensembles.parallel import MemberPool, members_in_parallel
 from ensembles.reports import Curve, Metrics
 from ensembles.science import bias_variance, measures
 from ensembles.science.curves import curves_of
 from ensembles.science.oof import FoldCollector
 from ensembles.signature import ModelSignature, Voting
 from ensembles.specs import EstimatorSpec, EvaluationSpec
+from ensembles.splits import CV_FOLDS, HOLDOUT, cv_problems, cv_splitter, encode_classes, split_rows
 
 ProgressCallback = Callable[[int, int, str], None]
-HOLDOUT: Location = ("evaluation", "holdout_fraction")
-CV_FOLDS: Location = ("evaluation", "cv_folds")
 
 
 class CancelToken(Protocol):
@@ -255,7 +250,7 @@ def train(
             Xht=Xbt if X_hold is not None else None,
             y_hold=y_hold,
             oob=oob,
-            cv_folds=collector.result(_splitter(task, evaluation, random_state))
+            cv_folds=collector.result(cv_splitter(task, evaluation, random_state))
             if collector
             else None,
             random_state=random_state,
@@ -338,147 +333,6 @@ def _split(
         y[rows.holdout],
         rows.train,
     )
-
-
-@dataclass(frozen=True)
-class RowSplit:
-    """Row positions of the training and hold-out parts (None: nothing held out)."""
-
-    train: NDArray[np.intp]
-    holdout: NDArray[np.intp] | None
-    note: str | None = None
-
-
-def split_rows(y: NDArray[Any], task: Task, fraction: float, random_state: int) -> RowSplit:
-    """The hold-out split training makes, as row positions; TrainingError when no usable one.
-
-    The very split of ``train_test_split`` on the table (it draws from the number of rows,
-    the labels and the seed only), so the service checks it at submit time and the worker
-    makes the same. Classification needs every class in the training part, so a class of
-    one row, or fewer training rows than classes, is refused; stratification that fails
-    only for want of hold-out rows falls back to a plain split, with a note.
-    """
-    n = len(y)
-    everything = np.arange(n)
-    if fraction <= 0:
-        return RowSplit(everything, None)
-    n_train = n - math.ceil(fraction * n)  # scikit-learn's own rounding
-    problems: list[Problem] = []
-    labels: list[Any] = []
-    codes: NDArray[np.intp] | None = None
-    counts: list[int] = []
-    if task == "classification":
-        labels, codes, counts = encode_classes(y)
-        for label, count in zip(labels, counts, strict=True):
-            if count < 2:
-                problems.append(
-                    Problem(
-                        ("target",),
-                        f"class {label!r} has 1 row; the stratified hold-out split needs at "
-                        "least 2 rows of every class (one to train on, one to hold out): "
-                        "add rows of it, remove it from the table, or set "
-                        "evaluation.holdout_fraction to 0",
-                    )
-                )
-    needed = max(len(labels), 1)
-    if n_train < needed:
-        what = f"{n_train} training row{'s' if n_train != 1 else ''}"
-        if labels:
-            what += f" for {len(labels)} classes (each needs one)"
-        problems.append(
-            Problem(
-                HOLDOUT,
-                f"holding out {fraction:g} of {n} rows leaves {what}: {_lower_holdout(n, needed)}",
-            )
-        )
-    if problems:
-        raise TrainingError(f"cannot hold out {fraction:g} of {n} rows", problems)
-    note = None
-    try:
-        # Stratified on the class codes: the same split as on the labels (same order),
-        # four times faster on a million string labels.
-        train, hold = train_test_split(
-            everything, test_size=fraction, random_state=random_state, stratify=codes
-        )
-    except ValueError as exc:  # stratified, too few hold-out rows for the classes
-        note = f"hold-out split is not stratified: {exc}"
-        train, hold = train_test_split(everything, test_size=fraction, random_state=random_state)
-    if codes is not None:
-        trained = np.bincount(codes[train], minlength=len(labels))
-        missing = [
-            Problem(
-                HOLDOUT,
-                f"the hold-out split leaves class {label!r} ({count} rows) without a training "
-                "row: lower evaluation.holdout_fraction, or add rows of it",
-            )
-            for label, count, kept in zip(labels, counts, trained.tolist(), strict=True)
-            if not kept
-        ]
-        if missing:
-            raise TrainingError(f"cannot hold out {fraction:g} of {n} rows", missing)
-    return RowSplit(np.asarray(train), np.asarray(hold), note)
-
-
-def encode_classes(y: NDArray[Any]) -> tuple[list[Any], NDArray[np.intp], list[int]]:
-    """The sorted classes (plain Python values), each row's class index and the rows per
-    class: ``np.unique``'s answer, by hashing rather than sorting a million labels."""
-    codes, found = pd.factorize(np.asarray(y), sort=True)
-    counts = np.bincount(codes, minlength=len(found))
-    labels = [v.item() if isinstance(v, np.generic) else v for v in found]
-    return labels, codes.astype(np.intp), counts.tolist()
-
-
-def _lower_holdout(n: int, needed: int) -> str:
-    """Advice: the largest hold-out fraction (two decimals) that leaves ``needed`` rows."""
-    fraction = math.floor((n - needed) * 100 / n) / 100
-    while fraction > 0 and n - math.ceil(fraction * n) < needed:
-        fraction = round(fraction - 0.01, 2)
-    if fraction <= 0:
-        return "set evaluation.holdout_fraction to 0, or add rows"
-    return f"set evaluation.holdout_fraction to at most {fraction:g}, or add rows"
-
-
-def cv_problems(y: NDArray[Any], task: Task, k: int) -> list[Problem]:
-    """Why ``k``-fold cross-validation of these training rows would fail (none: it works).
-
-    Classification folds are stratified: scikit-learn refuses only when every class has
-    fewer than ``k`` rows, but a class of one training row also fails (the fold that
-    scores it trains without it), so both are refused here.
-    """
-    if not k:
-        return []
-    n = len(y)
-    if n < k:
-        return [
-            Problem(
-                CV_FOLDS,
-                f"cv_folds={k} needs at least {k} training rows; there are {n}: lower "
-                "cv_folds (or set it to 0), lower evaluation.holdout_fraction, or add rows",
-            )
-        ]
-    if task != "classification":
-        return []
-    labels, _, counts = encode_classes(y)
-    problems = [
-        Problem(
-            CV_FOLDS,
-            f"class {label!r} has 1 training row; cross-validation needs at least 2 rows of "
-            "every class (each fold trains on the rows of the others): set cv_folds to 0, "
-            "lower evaluation.holdout_fraction, or add rows of it",
-        )
-        for label, count in zip(labels, counts, strict=True)
-        if count < 2
-    ]
-    most = max(counts)
-    if not problems and most < k:
-        problems.append(
-            Problem(
-                CV_FOLDS,
-                f"every class has fewer than cv_folds={k} training rows (the largest has "
-                f"{most}); stratified folds need more: set cv_folds to at most {most}",
-            )
-        )
-    return problems
 
 
 def _fit_pipeline(
@@ -613,7 +467,7 @@ def _cross_validate(
     collector: FoldCollector | None = None,
 ) -> dict[str, Any]:
     k = evaluation.cv_folds
-    splitter = _splitter(data.task, evaluation, random_state)
+    splitter = cv_splitter(data.task, evaluation, random_state)
     if data.task == "classification":
         labels, _, counts = encode_classes(y)
         for label, count in zip(labels, counts, strict=True):
@@ -643,14 +497,6 @@ def _cross_validate(
         folds.append(scores)
     run.report(k, k, "cross_validating")
     return metrics.mean_scores(folds)
-
-
-def _splitter(task: Task, evaluation: EvaluationSpec, random_state: int) -> StratifiedKFold | KFold:
-    """The folds of ``evaluation.cv_folds`` (shuffled with the request's seed)."""
-    k = evaluation.cv_folds
-    if task == "classification":
-        return StratifiedKFold(k, shuffle=True, random_state=random_state)
-    return KFold(k, shuffle=True, random_state=random_state)
 
 
 def _bias_variance(
@@ -690,114 +536,6 @@ def _bias_variance(
         fit_predict,
         lambda done, total: run.report(done, total, "bias_variance"),
     )
-
-
-# ------------------------------------------------------- scikit-learn's own refusals
-
-_OWN_PACKAGES = ("ensembles", "app")
-_REFUSALS = (ValueError, TypeError, ArithmeticError)
-
-
-@contextmanager
-def scikit_learn_errors(
-    doing: str, spec: EstimatorSpec, task: Task, fallback: Location
-) -> Iterator[None]:
-    """scikit-learn refusing the data or the parameters becomes a TrainingError (422).
-
-    Only errors raised inside scikit-learn (or numpy and scipy under it) are the user's
-    to fix: a ValueError of this library's own code is a bug and goes on as it is (a 500
-    that is logged). The problem is placed on the estimator of the spec that raised it,
-    on its parameter when the message names it with its value, else on ``fallback``.
-    """
-    try:
-        yield
-    except _REFUSALS as exc:
-        if not raised_by_scikit_learn(exc):
-            raise
-        message = str(exc).strip() or type(exc).__name__
-        loc = attribute(exc, spec, task) or fallback
-        raise TrainingError(
-            f"scikit-learn could not {doing}: {message}", [Problem(loc, message)]
-        ) from exc
-
-
-def raised_by_scikit_learn(exc: BaseException) -> bool:
-    """True when the error came out of scikit-learn: below the innermost frame of this
-    project's code (the call that failed) there is a frame of scikit-learn."""
-    modules = [str(frame.f_globals.get("__name__", "")) for frame in member_frames(exc)]
-    own = [i for i, name in enumerate(modules) if name.split(".")[0] in _OWN_PACKAGES]
-    below = modules[own[-1] + 1 :] if own else modules
-    return any(name.split(".")[0] == "sklearn" for name in below)
-
-
-def attribute(exc: BaseException, spec: EstimatorSpec, task: Task) -> Location | None:
-    """The path of the spec's estimator that raised ``exc`` (and of its parameter when the
-    message names it with its value), or None when it cannot be told."""
-    failing = _failing_estimator(exc)
-    if failing is None:
-        return None
-    candidates = [
-        (loc, node)
-        for loc, node in spec_nodes(spec)
-        if KINDS[node.kind].classes.get(task) is type(failing) and _same_params(node, task, failing)
-    ]
-    if len(candidates) != 1:
-        return None
-    loc, node = candidates[0]
-    message = str(exc)
-    named = [
-        (found.start(), name)
-        for name, value in node.params.items()
-        if (found := re.search(rf"\b{re.escape(name)}\b", message, re.IGNORECASE))
-        and re.search(rf"(?<![\w.]){re.escape(str(value))}(?![\w.])", message)
-    ]
-    return (*loc, "params", min(named)[1]) if named else loc
-
-
-def spec_nodes(
-    spec: EstimatorSpec, loc: Location = ("ensemble",)
-) -> list[tuple[Location, EstimatorSpec]]:
-    """Every estimator of a spec with its path in the request body, depth first."""
-    out = [(loc, spec)]
-    if spec.estimator is not None:
-        out += spec_nodes(spec.estimator, (*loc, "estimator"))
-    for i, member in enumerate(spec.estimators or []):
-        out += spec_nodes(member, (*loc, "estimators", i))
-    if spec.final_estimator is not None:
-        out += spec_nodes(spec.final_estimator, (*loc, "final_estimator"))
-    return out
-
-
-def _failing_estimator(exc: BaseException) -> BaseEstimator | None:
-    """The innermost estimator whose method was running when ``exc`` was raised."""
-    failing = None
-    for frame in member_frames(exc):
-        obj = frame.f_locals.get("self")
-        if isinstance(obj, BaseEstimator):
-            failing = obj
-    if isinstance(failing, CalibratedClassifierCV):  # svm with probability=true
-        failing = failing.estimator
-    return failing
-
-
-def _same_params(node: EstimatorSpec, task: Task, estimator: BaseEstimator) -> bool:
-    """The estimator is (a clone of) the one the node builds: same class, same own
-    parameters (members, seeds and the service's fixed settings aside)."""
-    built = build_estimator(node, task, random_state=None)
-    if isinstance(built, CalibratedClassifierCV):
-        built = built.estimator
-    if type(built) is not type(estimator):
-        return False
-    actual = estimator.get_params(deep=False)
-    for name, value in built.get_params(deep=False).items():
-        if name == "random_state" or isinstance(value, BaseEstimator | list):
-            continue
-        try:
-            if bool(actual.get(name) != value):
-                return False
-        except (TypeError, ValueError):
-            return False
-    return True
 
 
 def early_stop_notes(ensemble: BaseEstimator, prefix: str = "") -> list[str]:
