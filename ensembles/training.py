@@ -139,6 +139,48 @@ class _Run:
             yield
 
 
+@dataclass(frozen=True)
+class _Rows:
+    """The training and hold-out parts of the table (None: nothing held out)."""
+
+    X_train: pd.DataFrame
+    y_train: NDArray[Any]
+    X_hold: pd.DataFrame | None
+    y_hold: NDArray[Any] | None
+    positions: NDArray[np.intp]  # each training row's index in the uploaded table
+
+
+@dataclass(frozen=True)
+class _Fit:
+    """The fitted pipeline and what measuring it needs."""
+
+    spec: EstimatorSpec
+    kind: Kind
+    task: Task
+    features: list[FeatureColumn]
+    pipeline: Pipeline
+    Xt: NDArray[Any]  # the training rows, preprocessed
+    own: OwnReport | None  # the service's own algorithms: what they measured themselves
+    classes: list[Any]
+
+    @property
+    def ensemble(self) -> BaseEstimator:
+        return self.pipeline[-1]
+
+
+@dataclass(frozen=True)
+class _Scores:
+    """What the fitted model scores on its rows, measured right after the fit."""
+
+    on_train: metrics.Scores
+    holdout: metrics.Scores | None
+    oob: metrics.Scores | None
+    members: list[dict[str, Any]]
+    curve: dict[str, Any] | None
+    extra: dict[str, Any]  # predicted_vs_actual (regression)
+    Xbt: NDArray[Any]  # the rows scored (hold-out, else training), preprocessed
+
+
 def train(
     data: TrainingData,
     spec: EstimatorSpec,
@@ -153,183 +195,268 @@ def train(
     members are fitted on ``pool`` (default: a thread per CPU of this process)."""
     run = _Run(on_progress, cancel, pool or MemberPool.local())
     started = time.perf_counter()
-    task: Task = data.task
-    kind = KINDS[spec.kind]
     notes: list[str] = []
-    features = [FeatureColumn(f.name, f.dtype, f.n_missing > 0, f.n_unique) for f in data.features]
-    X_train, X_hold, y_train, y_hold, train_positions = _split(
-        data, evaluation.holdout_fraction, random_state, notes
+    rows = _split(data, evaluation.holdout_fraction, random_state, notes)
+    _check_evaluation(evaluation, rows, data.task)
+    run.check()
+    fit = _fit(data, spec, rows, random_state, run, notes)
+    run.report(0, 1, "evaluating")
+    with run.predicting():
+        scores = _score(fit, rows, random_state, notes)
+    run.check()
+    cv, collector = _cv_scores(data, fit, rows, evaluation, random_state, run, notes)
+    timings: dict[str, Any] = {}
+    science = _science(fit, rows, scores, evaluation, collector, random_state, run, notes, timings)
+    return FittedModel(
+        pipeline=fit.pipeline,
+        signature=_signature(fit),
+        spec=spec,
+        metrics=_metrics(fit, scores, cv, science, notes),
+        feature_importances=feature_importances(fit.pipeline, fit.kind),
+        train_rows=rows.X_train,
+        training={
+            "duration_s": round(time.perf_counter() - started, 3),
+            "n_estimators": fitted_estimator_count(fit.ensemble),
+            "n_train": len(rows.y_train),
+            "n_holdout": 0 if rows.y_hold is None else len(rows.y_hold),
+            "random_state": random_state,
+            "task_inferred": data.task_inferred,
+            **timings,
+        },
     )
+
+
+def _cv_scores(
+    data: TrainingData,
+    fit: _Fit,
+    rows: _Rows,
+    evaluation: EvaluationSpec,
+    random_state: int,
+    run: _Run,
+    notes: list[str],
+) -> tuple[metrics.Scores | None, FoldCollector | None]:
+    """The mean scores of the folds, and their out-of-fold predictions where the science
+    uses them (named members that all see the same rows)."""
+    kind = fit.kind
+    collector = (
+        FoldCollector(len(rows.y_train), fit.task, fit.classes)
+        if evaluation.cv_folds and kind.members == "named" and kind.member_rows == "same"
+        else None
+    )
+    if not evaluation.cv_folds:
+        notes.append("no cross-validation (cv_folds = 0)")
+        return None, collector
+    cv = _cross_validate(
+        data,
+        fit.spec,
+        fit.features,
+        rows.X_train,
+        rows.y_train,
+        evaluation,
+        random_state,
+        run,
+        notes,
+        collector,
+    )
+    return cv, collector
+
+
+def _check_evaluation(evaluation: EvaluationSpec, rows: _Rows, task: Task) -> None:
+    """Before the long fit: an evaluation these rows cannot give fails at once."""
     asked = evaluation.bias_variance
-    if asked is not None and X_hold is None:
+    if asked is not None and rows.X_hold is None:
         raise TrainingError(
             "the bias-variance decomposition needs hold-out rows",
             bias_variance.problems(evaluation, asked.rounds),
         )
     if evaluation.cv_folds:
-        # Before the long fit: a split that cannot cross-validate fails at once.
-        cv_rows = cv_problems(y_train, task, evaluation.cv_folds)
+        cv_rows = cv_problems(rows.y_train, task, evaluation.cv_folds)
         if cv_rows:
             raise TrainingError(
                 f"cannot make {evaluation.cv_folds} cross-validation folds", cv_rows
             )
-    run.check()
+
+
+def _fit(
+    data: TrainingData,
+    spec: EstimatorSpec,
+    rows: _Rows,
+    random_state: int,
+    run: _Run,
+    notes: list[str],
+) -> _Fit:
+    """Build the pipeline and fit it on the training rows."""
+    task: Task = data.task
+    kind = KINDS[spec.kind]
+    features = [FeatureColumn(f.name, f.dtype, f.n_missing > 0, f.n_unique) for f in data.features]
     pipeline = build_pipeline(spec, task, features, random_state)
     with scikit_learn_errors("fit this model", spec, task, ("ensemble",)):
-        Xt = _fit_pipeline(pipeline, kind, X_train, y_train, run)
+        Xt = _fit_pipeline(pipeline, kind, rows.X_train, rows.y_train, run)
     own = adopt(pipeline)  # the service's own algorithms: their scikit-learn form
-    ensemble = pipeline[-1]
-    notes += early_stop_notes(ensemble)
+    notes += early_stop_notes(pipeline[-1])
     classes = list(pipeline.classes_) if task == "classification" else []
-    run.report(0, 1, "evaluating")
+    return _Fit(spec, kind, task, features, pipeline, Xt, own, classes)
+
+
+def _score(fit: _Fit, rows: _Rows, random_state: int, notes: list[str]) -> _Scores:
+    """Scores on the training and hold-out rows, OOB, the members' own and the curve."""
+    spec, task, classes, pipeline = fit.spec, fit.task, fit.classes, fit.pipeline
     holdout: metrics.Scores | None = None
-    with run.predicting():
-        with scikit_learn_errors(
-            "score this model on its training rows", spec, task, ("ensemble",)
-        ):
-            on_train = _evaluate(pipeline, X_train, y_train, task, classes)
-        if X_hold is not None and y_hold is not None:
-            with scikit_learn_errors("score this model on the hold-out rows", spec, task, HOLDOUT):
-                holdout = _evaluate(pipeline, X_hold, y_hold, task, classes)
-        else:
-            notes.append("no hold-out set (holdout_fraction = 0)")
-        basis, Xb, yb = (
-            ("holdout", X_hold, y_hold) if X_hold is not None else ("train", X_train, y_train)
-        )
-        assert Xb is not None and yb is not None
-        with scikit_learn_errors("measure this model's members", spec, task, ("ensemble",)):
-            if own is not None and own.oob_sums is not None and own.oob_counts is not None:
-                oob = metrics.oob_from_sums(own.oob_sums, own.oob_counts, y_train, task, classes)
-                reason = None if oob is not None else "no row was ever out of bag"
-                oob_curve = metrics.thinned(own.oob_points)
-            else:
-                oob, reason, oob_curve = metrics.oob_scores(
-                    ensemble, Xt, y_train, task, classes, source=kind.oob
-                )
-            if reason and own is not None and own.oob_sums is None:
-                reason = "its members are measured out of fold instead (metrics.selection)"
-            if reason and kind.leaves_rows_out:  # else no fit of this kind has one
-                notes.append(f"no OOB estimate: {reason}")
-            Xbt = np.asarray(pipeline[:-1].transform(Xb))
-            members, member_note = metrics.member_scores(
-                ensemble, Xbt, yb, task, classes, basis, walk=kind.members
-            )
-            if member_note and kind.members != "none":  # "none": members never score alone
-                notes.append(member_note)
-            curve = _curve(kind, ensemble, oob_curve, Xbt, yb, task, basis, notes)
-            extra: dict[str, Any] = {}
-            if task == "regression":
-                predicted = np.asarray(pipeline.predict(Xb))
-                extra["predicted_vs_actual"] = metrics.prediction_pairs(
-                    yb, predicted, basis, random_state
-                )
-    run.check()
-    cv: metrics.Scores | None = None
-    collector = (
-        FoldCollector(len(y_train), task, classes)
-        if evaluation.cv_folds and kind.members == "named" and kind.member_rows == "same"
-        else None
-    )
-    if evaluation.cv_folds:
-        cv = _cross_validate(
-            data, spec, features, X_train, y_train, evaluation, random_state, run, notes, collector
-        )
+    with scikit_learn_errors("score this model on its training rows", spec, task, ("ensemble",)):
+        on_train = _evaluate(pipeline, rows.X_train, rows.y_train, task, classes)
+    if rows.X_hold is not None and rows.y_hold is not None:
+        with scikit_learn_errors("score this model on the hold-out rows", spec, task, HOLDOUT):
+            holdout = _evaluate(pipeline, rows.X_hold, rows.y_hold, task, classes)
     else:
-        notes.append("no cross-validation (cv_folds = 0)")
-    run.report(0, 1, "measuring")
-    science_started = time.perf_counter()
+        notes.append("no hold-out set (holdout_fraction = 0)")
+    basis, Xb, yb = (
+        ("holdout", rows.X_hold, rows.y_hold)
+        if rows.X_hold is not None
+        else ("train", rows.X_train, rows.y_train)
+    )
+    assert Xb is not None and yb is not None
+    kind, ensemble = fit.kind, fit.ensemble
     with scikit_learn_errors("measure this model's members", spec, task, ("ensemble",)):
+        oob, oob_curve = _oob(fit, rows.y_train, notes)
+        Xbt = np.asarray(pipeline[:-1].transform(Xb))
+        members, member_note = metrics.member_scores(
+            ensemble, Xbt, yb, task, classes, basis, walk=kind.members
+        )
+        if member_note and kind.members != "none":  # "none": members never score alone
+            notes.append(member_note)
+        curve = _curve(kind, ensemble, oob_curve, Xbt, yb, task, basis, notes)
+        extra: dict[str, Any] = {}
+        if task == "regression":
+            predicted = np.asarray(pipeline.predict(Xb))
+            extra["predicted_vs_actual"] = metrics.prediction_pairs(
+                yb, predicted, basis, random_state
+            )
+    return _Scores(on_train, holdout, oob, members, curve, extra, Xbt)
+
+
+def _oob(
+    fit: _Fit, y_train: NDArray[Any], notes: list[str]
+) -> tuple[metrics.Scores | None, list[dict[str, Any]]]:
+    """The OOB scores and curve: the own algorithm's sums, else the members' OOB rows."""
+    own, kind, task, classes = fit.own, fit.kind, fit.task, fit.classes
+    if own is not None and own.oob_sums is not None and own.oob_counts is not None:
+        oob = metrics.oob_from_sums(own.oob_sums, own.oob_counts, y_train, task, classes)
+        reason = None if oob is not None else "no row was ever out of bag"
+        oob_curve = metrics.thinned(own.oob_points)
+    else:
+        oob, reason, oob_curve = metrics.oob_scores(
+            fit.ensemble, fit.Xt, y_train, task, classes, source=kind.oob
+        )
+    if reason and own is not None and own.oob_sums is None:
+        reason = "its members are measured out of fold instead (metrics.selection)"
+    if reason and kind.leaves_rows_out:  # else no fit of this kind has one
+        notes.append(f"no OOB estimate: {reason}")
+    return oob, oob_curve
+
+
+def _science(
+    fit: _Fit,
+    rows: _Rows,
+    scores: _Scores,
+    evaluation: EvaluationSpec,
+    collector: FoldCollector | None,
+    random_state: int,
+    run: _Run,
+    notes: list[str],
+    timings: dict[str, Any],
+) -> dict[str, Any]:
+    """Diversity, ambiguity, out-of-fold scores, hardest rows and, when asked, the
+    bias-variance decomposition; their durations go into ``timings``."""
+    run.report(0, 1, "measuring")
+    started = time.perf_counter()
+    task = fit.task
+    with scikit_learn_errors("measure this model's members", fit.spec, task, ("ensemble",)):
         evidence = measures.Evidence(
-            pipeline=pipeline,
-            kind=kind,
+            pipeline=fit.pipeline,
+            kind=fit.kind,
             task=task,
-            classes=classes,
-            Xt=Xt,
-            y_train=y_train,
-            train_positions=train_positions,
-            Xht=Xbt if X_hold is not None else None,
-            y_hold=y_hold,
-            oob=oob,
+            classes=fit.classes,
+            Xt=fit.Xt,
+            y_train=rows.y_train,
+            train_positions=rows.positions,
+            Xht=scores.Xbt if rows.X_hold is not None else None,
+            y_hold=rows.y_hold,
+            oob=scores.oob,
             cv_folds=collector.result(cv_splitter(task, evaluation, random_state))
             if collector
             else None,
             random_state=random_state,
         )
         science = measures.measure(evidence, notes)
-    science_s = time.perf_counter() - science_started
-    bv_s: float | None = None
+    timings["science_s"] = round(time.perf_counter() - started, 3)
+    asked = evaluation.bias_variance
     if asked is not None:
-        assert X_hold is not None and y_hold is not None
-        bv_started = time.perf_counter()
+        assert rows.X_hold is not None and rows.y_hold is not None
+        started = time.perf_counter()
         science["bias_variance"] = _bias_variance(
-            spec,
+            fit.spec,
             task,
-            features,
-            classes,
-            X_train,
-            y_train,
-            X_hold,
-            y_hold,
+            fit.features,
+            fit.classes,
+            rows.X_train,
+            rows.y_train,
+            rows.X_hold,
+            rows.y_hold,
             asked.rounds,
             random_state,
             run,
         )
-        bv_s = time.perf_counter() - bv_started
-    signature = ModelSignature(
-        task,
-        spec.kind,
-        tuple(features),
-        _classes(classes),
-        _voting(ensemble, kind, spec, task),
-        known_categories(pipeline[0]),
-    )
-    return FittedModel(
-        pipeline=pipeline,
-        signature=signature,
-        spec=spec,
-        metrics=Metrics(
-            oob=oob,
-            holdout=holdout,
-            cv=cv,
-            train=on_train,
-            estimators=members,
-            curve=curve,
-            notes=notes + (own.notes if own is not None else []),
-            **science,
-            **extra,
-            # The service's own kinds measured their curves themselves (e(k), selection).
-            **({"curves": curves_of(curve, oob)} | _own_metrics(own)),
-        ),
-        feature_importances=feature_importances(pipeline, kind),
-        train_rows=X_train,
-        training={
-            "duration_s": round(time.perf_counter() - started, 3),
-            "n_estimators": fitted_estimator_count(ensemble),
-            "n_train": len(y_train),
-            "n_holdout": 0 if y_hold is None else len(y_hold),
-            "random_state": random_state,
-            "task_inferred": data.task_inferred,
-            "science_s": round(science_s, 3),
-            **({"bias_variance_s": round(bv_s, 3)} if bv_s is not None else {}),
-        },
+        timings["bias_variance_s"] = round(time.perf_counter() - started, 3)
+    return science
+
+
+def _signature(fit: _Fit) -> ModelSignature:
+    return ModelSignature(
+        fit.task,
+        fit.spec.kind,
+        tuple(fit.features),
+        _classes(fit.classes),
+        _voting(fit.ensemble, fit.kind, fit.spec, fit.task),
+        known_categories(fit.pipeline[0]),
     )
 
 
-def _split(
-    data: TrainingData, fraction: float, random_state: int, notes: list[str]
-) -> tuple[pd.DataFrame, pd.DataFrame | None, NDArray[Any], NDArray[Any] | None, NDArray[np.intp]]:
+def _metrics(
+    fit: _Fit,
+    scores: _Scores,
+    cv: metrics.Scores | None,
+    science: dict[str, Any],
+    notes: list[str],
+) -> Metrics:
+    own = fit.own
+    return Metrics(
+        oob=scores.oob,
+        holdout=scores.holdout,
+        cv=cv,
+        train=scores.on_train,
+        estimators=scores.members,
+        curve=scores.curve,
+        notes=notes + (own.notes if own is not None else []),
+        **science,
+        **scores.extra,
+        # The service's own kinds measured their curves themselves (e(k), selection).
+        **({"curves": curves_of(scores.curve, scores.oob)} | _own_metrics(own)),
+    )
+
+
+def _split(data: TrainingData, fraction: float, random_state: int, notes: list[str]) -> _Rows:
     """Training and hold-out rows, and each training row's index in the uploaded table."""
     if fraction <= 0:
-        return data.X, None, data.y, None, np.arange(len(data.y), dtype=np.intp)
+        return _Rows(data.X, data.y, None, None, np.arange(len(data.y), dtype=np.intp))
     rows = split_rows(data.y, data.task, fraction, random_state)
     assert rows.holdout is not None
     if rows.note:
         notes.append(rows.note)
     y = np.asarray(data.y)
-    return (
+    return _Rows(
         data.X.iloc[rows.train],
-        data.X.iloc[rows.holdout],
         y[rows.train],
+        data.X.iloc[rows.holdout],
         y[rows.holdout],
         rows.train,
     )
