@@ -1,12 +1,12 @@
 """``python -m app``: serve on $HOST:$PORT (default 127.0.0.1:8000) with
-ENSEMBLE_WORKERS server processes, like ``make run`` (see :mod:`app.launcher`)."""
+ENSEMBLE_WORKERS server processes, like ``make run`` (see :mod:`app.server.launcher`)."""
 
 from __future__ import annotations
 
 import os
 import sys
 
-from app.launcher import check_dependencies, load_settings, serve
+from app.server.launcher import check_dependencies, load_settings, serve
 
 
 def main() -> None:

@@ -14,7 +14,7 @@ from typing import Annotated, Any, Final
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from app.jobs import JobRunner
+from app.jobs.runner import JobRunner
 from app.metrics import Metrics
 from app.problems import ForbiddenError, UnauthenticatedError
 from app.services.container import Services

@@ -2,11 +2,11 @@
 
 The lifespan opens the registry (which fails jobs a dead server left open), the model
 cache and the job runner, and closes them in reverse order. ``python -m app`` (``make
-run``) serves it with uvicorn in ``ENSEMBLE_WORKERS`` processes (:mod:`app.launcher`);
+run``) serves it with uvicorn in ``ENSEMBLE_WORKERS`` processes (:mod:`app.server.launcher`);
 ``uvicorn app.main:create_app --factory`` serves it in one. Settings are read from the
 environment when the app is created, never at import. Created that way, without
 settings, the factory also sets up the server process: JSON logs, a clean exit status
-after SIGTERM, metrics shared with its sibling processes (:mod:`app.process`); tests pass
+after SIGTERM, metrics shared with its sibling processes (:mod:`app.server.process`); tests pass
 settings and keep their own.
 """
 
@@ -29,20 +29,12 @@ import app as app_package
 from app.deps import require_unless
 from app.docs import add_doc_pages
 from app.edge import HeadersMiddleware, PathMiddleware
-from app.executors import JobExecutor, ProcessExecutor
-from app.jobs import JobRunner
+from app.jobs.executors import JobExecutor, ProcessExecutor
+from app.jobs.runner import JobRunner
 from app.metrics import Metrics
-from app.metrics_folder import shared_metrics_folder
 from app.middleware import BodyLimitMiddleware, RequestMiddleware
 from app.openapi import tailor_to_settings
 from app.problems import install_handlers
-from app.process import (
-    configure_process,
-    exit_zero_after_shutdown,
-    launcher_gone,
-    on_shutdown_signal,
-    report_startup_failure,
-)
 from app.routes import (
     datasets,
     exports,
@@ -59,6 +51,14 @@ from app.schemas.datasets import DatasetRecordsIn, DatasetRowsIn, DatasetUploadF
 from app.schemas.oip import OipInferenceRequest
 from app.schemas.predictions import PredictRequest
 from app.schemas.training import TrainingRequest
+from app.server.metrics_folder import shared_metrics_folder
+from app.server.process import (
+    configure_process,
+    exit_zero_after_shutdown,
+    launcher_gone,
+    on_shutdown_signal,
+    report_startup_failure,
+)
 from app.services.container import Services
 from app.services.routing import shadow_answer
 from app.services.shadows import ShadowQueue
@@ -88,7 +88,7 @@ def executor_for(settings: Settings) -> JobExecutor:
     (blocking: connects to it), else local worker processes."""
     if settings.dask_scheduler is None:
         return ProcessExecutor()
-    from app.cluster import DaskExecutor
+    from app.jobs.cluster import DaskExecutor
 
     return DaskExecutor.open(settings.dask_scheduler)
 

@@ -38,7 +38,7 @@ from prometheus_client.exposition import choose_encoder
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
-from app.metrics_folder import MetricsFolder
+from app.server.metrics_folder import MetricsFolder
 from ensembles.registry import CacheEvent, ModelCache
 
 log = logging.getLogger(__name__)

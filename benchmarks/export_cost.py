@@ -11,7 +11,8 @@ import warnings
 
 from ensembles.export import FidelityRows, export_model
 from ensembles.specs import EvaluationSpec, parse_estimator_spec
-from ensembles.training import split_rows, train
+from ensembles.splits import split_rows
+from ensembles.training import train
 from ensembles.validation import resolve_ensemble
 from tests.unit.datasets import training_data
 

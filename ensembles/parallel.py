@@ -143,7 +143,7 @@ class _Counting:
         except BaseException as error:
             # joblib drops the traceback before raising it in the caller's thread; keep
             # the member's frames (threads: the very frames that failed) for whoever
-            # wants to know which estimator raised (ensembles.training.attribute).
+            # wants to know which estimator raised (ensembles.fit_errors.attribute).
             error.member_traceback = error.__traceback__  # type: ignore[attr-defined]
             raise
 

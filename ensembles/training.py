@@ -20,16 +20,14 @@ Training does not compile: which engine serves the model is decided afterwards
 (``FittedModel.train_rows``).
 
 What the data or the spec makes impossible is a :class:`TrainingError` with a path into
-the request: the hold-out split and the folds (:func:`split_rows`, :func:`cv_problems`,
-which the service also runs at submit time), and whatever scikit-learn refuses while
-fitting, scoring or cross-validating (:func:`scikit_learn_errors`). An error raised by
-this library's own code stays what it is: a bug.
+the request: the hold-out split and the folds (:mod:`ensembles.splits`, which the service
+also runs at submit time), and whatever scikit-learn refuses while fitting, scoring or
+cross-validating (:mod:`ensembles.fit_errors`). An error raised by this library's own
+code stays what it is: a bug.
 """
 
 from __future__ import annotations
 
-import math
-import re
 import time
 import warnings
 from collections.abc import Callable, Iterator
@@ -42,35 +40,32 @@ import pandas as pd
 from joblib import parallel_config
 from numpy.typing import NDArray
 from sklearn.base import BaseEstimator
-from sklearn.calibration import CalibratedClassifierCV
-from sklearn.model_selection import KFold, StratifiedKFold, train_test_split
 from sklearn.pipeline import Pipeline
 
 from ensembles import metrics
 from ensembles.builders import (
     FeatureColumn,
-    build_estimator,
     build_pipeline,
     known_categories,
     output_columns,
 )
 from ensembles.catalog import KINDS, Kind, kind_of
 from ensembles.data import TrainingData
-from ensembles.errors import Location, Problem, TrainingCancelledError, TrainingError
+from ensembles.errors import TrainingCancelledError, TrainingError
+from ensembles.fit_errors import scikit_learn_errors
 from ensembles.kinds import OwnReport, adopt
 from ensembles.members import members_of
-from ensembles.parallel import MemberPool, member_frames, members_in_parallel
+from ensembles.parallel import MemberPool, members_in_parallel
 from ensembles.reports import Curve, Metrics
 from ensembles.science import bias_variance, measures
 from ensembles.science.curves import curves_of
 from ensembles.science.oof import FoldCollector
 from ensembles.signature import ModelSignature, Voting
 from ensembles.specs import EstimatorSpec, EvaluationSpec
+from ensembles.splits import CV_FOLDS, HOLDOUT, cv_problems, cv_splitter, encode_classes, split_rows
 from ensembles.tasks import Task
 
 ProgressCallback = Callable[[int, int, str], None]
-HOLDOUT: Location = ("evaluation", "holdout_fraction")
-CV_FOLDS: Location = ("evaluation", "cv_folds")
 
 
 class CancelToken(Protocol):
@@ -138,6 +133,48 @@ class _Run:
             yield
 
 
+@dataclass(frozen=True)
+class _Rows:
+    """The training and hold-out parts of the table (None: nothing held out)."""
+
+    X_train: pd.DataFrame
+    y_train: NDArray[Any]
+    X_hold: pd.DataFrame | None
+    y_hold: NDArray[Any] | None
+    positions: NDArray[np.intp]  # each training row's index in the uploaded table
+
+
+@dataclass(frozen=True)
+class _Fit:
+    """The fitted pipeline and what measuring it needs."""
+
+    spec: EstimatorSpec
+    kind: Kind
+    task: Task
+    features: list[FeatureColumn]
+    pipeline: Pipeline
+    Xt: NDArray[Any]  # the training rows, preprocessed
+    own: OwnReport | None  # the service's own algorithms: what they measured themselves
+    classes: list[Any]
+
+    @property
+    def ensemble(self) -> BaseEstimator:
+        return self.pipeline[-1]
+
+
+@dataclass(frozen=True)
+class _Scores:
+    """What the fitted model scores on its rows, measured right after the fit."""
+
+    on_train: metrics.Scores
+    holdout: metrics.Scores | None
+    oob: metrics.Scores | None
+    members: list[dict[str, Any]]
+    curve: dict[str, Any] | None
+    extra: dict[str, Any]  # predicted_vs_actual (regression)
+    Xbt: NDArray[Any]  # the rows scored (hold-out, else training), preprocessed
+
+
 def train(
     data: TrainingData,
     spec: EstimatorSpec,
@@ -152,327 +189,271 @@ def train(
     members are fitted on ``pool`` (default: a thread per CPU of this process)."""
     run = _Run(on_progress, cancel, pool or MemberPool.local())
     started = time.perf_counter()
-    task: Task = data.task
-    kind = KINDS[spec.kind]
     notes: list[str] = []
-    features = [FeatureColumn(f.name, f.dtype, f.n_missing > 0, f.n_unique) for f in data.features]
-    X_train, X_hold, y_train, y_hold, train_positions = _split(
-        data, evaluation.holdout_fraction, random_state, notes
+    rows = _split(data, evaluation.holdout_fraction, random_state, notes)
+    _check_evaluation(evaluation, rows, data.task)
+    run.check()
+    fit = _fit(data, spec, rows, random_state, run, notes)
+    run.report(0, 1, "evaluating")
+    with run.predicting():
+        scores = _score(fit, rows, random_state, notes)
+    run.check()
+    cv, collector = _cv_scores(data, fit, rows, evaluation, random_state, run, notes)
+    timings: dict[str, Any] = {}
+    science = _science(fit, rows, scores, evaluation, collector, random_state, run, notes, timings)
+    return FittedModel(
+        pipeline=fit.pipeline,
+        signature=_signature(fit),
+        spec=spec,
+        metrics=_metrics(fit, scores, cv, science, notes),
+        feature_importances=feature_importances(fit.pipeline, fit.kind),
+        train_rows=rows.X_train,
+        training={
+            "duration_s": round(time.perf_counter() - started, 3),
+            "n_estimators": fitted_estimator_count(fit.ensemble),
+            "n_train": len(rows.y_train),
+            "n_holdout": 0 if rows.y_hold is None else len(rows.y_hold),
+            "random_state": random_state,
+            "task_inferred": data.task_inferred,
+            **timings,
+        },
     )
+
+
+def _cv_scores(
+    data: TrainingData,
+    fit: _Fit,
+    rows: _Rows,
+    evaluation: EvaluationSpec,
+    random_state: int,
+    run: _Run,
+    notes: list[str],
+) -> tuple[metrics.Scores | None, FoldCollector | None]:
+    """The mean scores of the folds, and their out-of-fold predictions where the science
+    uses them (named members that all see the same rows)."""
+    kind = fit.kind
+    collector = (
+        FoldCollector(len(rows.y_train), fit.task, fit.classes)
+        if evaluation.cv_folds and kind.members == "named" and kind.member_rows == "same"
+        else None
+    )
+    if not evaluation.cv_folds:
+        notes.append("no cross-validation (cv_folds = 0)")
+        return None, collector
+    cv = _cross_validate(
+        data,
+        fit.spec,
+        fit.features,
+        rows.X_train,
+        rows.y_train,
+        evaluation,
+        random_state,
+        run,
+        notes,
+        collector,
+    )
+    return cv, collector
+
+
+def _check_evaluation(evaluation: EvaluationSpec, rows: _Rows, task: Task) -> None:
+    """Before the long fit: an evaluation these rows cannot give fails at once."""
     asked = evaluation.bias_variance
-    if asked is not None and X_hold is None:
+    if asked is not None and rows.X_hold is None:
         raise TrainingError(
             "the bias-variance decomposition needs hold-out rows",
             bias_variance.problems(evaluation, asked.rounds),
         )
     if evaluation.cv_folds:
-        # Before the long fit: a split that cannot cross-validate fails at once.
-        cv_rows = cv_problems(y_train, task, evaluation.cv_folds)
+        cv_rows = cv_problems(rows.y_train, task, evaluation.cv_folds)
         if cv_rows:
             raise TrainingError(
                 f"cannot make {evaluation.cv_folds} cross-validation folds", cv_rows
             )
-    run.check()
+
+
+def _fit(
+    data: TrainingData,
+    spec: EstimatorSpec,
+    rows: _Rows,
+    random_state: int,
+    run: _Run,
+    notes: list[str],
+) -> _Fit:
+    """Build the pipeline and fit it on the training rows."""
+    task: Task = data.task
+    kind = KINDS[spec.kind]
+    features = [FeatureColumn(f.name, f.dtype, f.n_missing > 0, f.n_unique) for f in data.features]
     pipeline = build_pipeline(spec, task, features, random_state)
     with scikit_learn_errors("fit this model", spec, task, ("ensemble",)):
-        Xt = _fit_pipeline(pipeline, kind, X_train, y_train, run)
+        Xt = _fit_pipeline(pipeline, kind, rows.X_train, rows.y_train, run)
     own = adopt(pipeline)  # the service's own algorithms: their scikit-learn form
-    ensemble = pipeline[-1]
-    notes += early_stop_notes(ensemble)
+    notes += early_stop_notes(pipeline[-1])
     classes = list(pipeline.classes_) if task == "classification" else []
-    run.report(0, 1, "evaluating")
+    return _Fit(spec, kind, task, features, pipeline, Xt, own, classes)
+
+
+def _score(fit: _Fit, rows: _Rows, random_state: int, notes: list[str]) -> _Scores:
+    """Scores on the training and hold-out rows, OOB, the members' own and the curve."""
+    spec, task, classes, pipeline = fit.spec, fit.task, fit.classes, fit.pipeline
     holdout: metrics.Scores | None = None
-    with run.predicting():
-        with scikit_learn_errors(
-            "score this model on its training rows", spec, task, ("ensemble",)
-        ):
-            on_train = _evaluate(pipeline, X_train, y_train, task, classes)
-        if X_hold is not None and y_hold is not None:
-            with scikit_learn_errors("score this model on the hold-out rows", spec, task, HOLDOUT):
-                holdout = _evaluate(pipeline, X_hold, y_hold, task, classes)
-        else:
-            notes.append("no hold-out set (holdout_fraction = 0)")
-        basis, Xb, yb = (
-            ("holdout", X_hold, y_hold) if X_hold is not None else ("train", X_train, y_train)
-        )
-        assert Xb is not None and yb is not None
-        with scikit_learn_errors("measure this model's members", spec, task, ("ensemble",)):
-            if own is not None and own.oob_sums is not None and own.oob_counts is not None:
-                oob = metrics.oob_from_sums(own.oob_sums, own.oob_counts, y_train, task, classes)
-                reason = None if oob is not None else "no row was ever out of bag"
-                oob_curve = metrics.thinned(own.oob_points)
-            else:
-                oob, reason, oob_curve = metrics.oob_scores(
-                    ensemble, Xt, y_train, task, classes, source=kind.oob
-                )
-            if reason and own is not None and own.oob_sums is None:
-                reason = "its members are measured out of fold instead (metrics.selection)"
-            if reason and kind.leaves_rows_out:  # else no fit of this kind has one
-                notes.append(f"no OOB estimate: {reason}")
-            Xbt = np.asarray(pipeline[:-1].transform(Xb))
-            members, member_note = metrics.member_scores(
-                ensemble, Xbt, yb, task, classes, basis, walk=kind.members
-            )
-            if member_note and kind.members != "none":  # "none": members never score alone
-                notes.append(member_note)
-            curve = _curve(kind, ensemble, oob_curve, Xbt, yb, task, basis, notes)
-            extra: dict[str, Any] = {}
-            if task == "regression":
-                predicted = np.asarray(pipeline.predict(Xb))
-                extra["predicted_vs_actual"] = metrics.prediction_pairs(
-                    yb, predicted, basis, random_state
-                )
-    run.check()
-    cv: metrics.Scores | None = None
-    collector = (
-        FoldCollector(len(y_train), task, classes)
-        if evaluation.cv_folds and kind.members == "named" and kind.member_rows == "same"
-        else None
-    )
-    if evaluation.cv_folds:
-        cv = _cross_validate(
-            data, spec, features, X_train, y_train, evaluation, random_state, run, notes, collector
-        )
+    with scikit_learn_errors("score this model on its training rows", spec, task, ("ensemble",)):
+        on_train = _evaluate(pipeline, rows.X_train, rows.y_train, task, classes)
+    if rows.X_hold is not None and rows.y_hold is not None:
+        with scikit_learn_errors("score this model on the hold-out rows", spec, task, HOLDOUT):
+            holdout = _evaluate(pipeline, rows.X_hold, rows.y_hold, task, classes)
     else:
-        notes.append("no cross-validation (cv_folds = 0)")
-    run.report(0, 1, "measuring")
-    science_started = time.perf_counter()
+        notes.append("no hold-out set (holdout_fraction = 0)")
+    basis, Xb, yb = (
+        ("holdout", rows.X_hold, rows.y_hold)
+        if rows.X_hold is not None
+        else ("train", rows.X_train, rows.y_train)
+    )
+    assert Xb is not None and yb is not None
+    kind, ensemble = fit.kind, fit.ensemble
     with scikit_learn_errors("measure this model's members", spec, task, ("ensemble",)):
+        oob, oob_curve = _oob(fit, rows.y_train, notes)
+        Xbt = np.asarray(pipeline[:-1].transform(Xb))
+        members, member_note = metrics.member_scores(
+            ensemble, Xbt, yb, task, classes, basis, walk=kind.members
+        )
+        if member_note and kind.members != "none":  # "none": members never score alone
+            notes.append(member_note)
+        curve = _curve(kind, ensemble, oob_curve, Xbt, yb, task, basis, notes)
+        extra: dict[str, Any] = {}
+        if task == "regression":
+            predicted = np.asarray(pipeline.predict(Xb))
+            extra["predicted_vs_actual"] = metrics.prediction_pairs(
+                yb, predicted, basis, random_state
+            )
+    return _Scores(on_train, holdout, oob, members, curve, extra, Xbt)
+
+
+def _oob(
+    fit: _Fit, y_train: NDArray[Any], notes: list[str]
+) -> tuple[metrics.Scores | None, list[dict[str, Any]]]:
+    """The OOB scores and curve: the own algorithm's sums, else the members' OOB rows."""
+    own, kind, task, classes = fit.own, fit.kind, fit.task, fit.classes
+    if own is not None and own.oob_sums is not None and own.oob_counts is not None:
+        oob = metrics.oob_from_sums(own.oob_sums, own.oob_counts, y_train, task, classes)
+        reason = None if oob is not None else "no row was ever out of bag"
+        oob_curve = metrics.thinned(own.oob_points)
+    else:
+        oob, reason, oob_curve = metrics.oob_scores(
+            fit.ensemble, fit.Xt, y_train, task, classes, source=kind.oob
+        )
+    if reason and own is not None and own.oob_sums is None:
+        reason = "its members are measured out of fold instead (metrics.selection)"
+    if reason and kind.leaves_rows_out:  # else no fit of this kind has one
+        notes.append(f"no OOB estimate: {reason}")
+    return oob, oob_curve
+
+
+def _science(
+    fit: _Fit,
+    rows: _Rows,
+    scores: _Scores,
+    evaluation: EvaluationSpec,
+    collector: FoldCollector | None,
+    random_state: int,
+    run: _Run,
+    notes: list[str],
+    timings: dict[str, Any],
+) -> dict[str, Any]:
+    """Diversity, ambiguity, out-of-fold scores, hardest rows and, when asked, the
+    bias-variance decomposition; their durations go into ``timings``."""
+    run.report(0, 1, "measuring")
+    started = time.perf_counter()
+    task = fit.task
+    with scikit_learn_errors("measure this model's members", fit.spec, task, ("ensemble",)):
         evidence = measures.Evidence(
-            pipeline=pipeline,
-            kind=kind,
+            pipeline=fit.pipeline,
+            kind=fit.kind,
             task=task,
-            classes=classes,
-            Xt=Xt,
-            y_train=y_train,
-            train_positions=train_positions,
-            Xht=Xbt if X_hold is not None else None,
-            y_hold=y_hold,
-            oob=oob,
-            cv_folds=collector.result(_splitter(task, evaluation, random_state))
+            classes=fit.classes,
+            Xt=fit.Xt,
+            y_train=rows.y_train,
+            train_positions=rows.positions,
+            Xht=scores.Xbt if rows.X_hold is not None else None,
+            y_hold=rows.y_hold,
+            oob=scores.oob,
+            cv_folds=collector.result(cv_splitter(task, evaluation, random_state))
             if collector
             else None,
             random_state=random_state,
         )
         science = measures.measure(evidence, notes)
-    science_s = time.perf_counter() - science_started
-    bv_s: float | None = None
+    timings["science_s"] = round(time.perf_counter() - started, 3)
+    asked = evaluation.bias_variance
     if asked is not None:
-        assert X_hold is not None and y_hold is not None
-        bv_started = time.perf_counter()
+        assert rows.X_hold is not None and rows.y_hold is not None
+        started = time.perf_counter()
         science["bias_variance"] = _bias_variance(
-            spec,
+            fit.spec,
             task,
-            features,
-            classes,
-            X_train,
-            y_train,
-            X_hold,
-            y_hold,
+            fit.features,
+            fit.classes,
+            rows.X_train,
+            rows.y_train,
+            rows.X_hold,
+            rows.y_hold,
             asked.rounds,
             random_state,
             run,
         )
-        bv_s = time.perf_counter() - bv_started
-    signature = ModelSignature(
-        task,
-        spec.kind,
-        tuple(features),
-        _classes(classes),
-        _voting(ensemble, kind, spec, task),
-        known_categories(pipeline[0]),
-    )
-    return FittedModel(
-        pipeline=pipeline,
-        signature=signature,
-        spec=spec,
-        metrics=Metrics(
-            oob=oob,
-            holdout=holdout,
-            cv=cv,
-            train=on_train,
-            estimators=members,
-            curve=curve,
-            notes=notes + (own.notes if own is not None else []),
-            **science,
-            **extra,
-            # The service's own kinds measured their curves themselves (e(k), selection).
-            **({"curves": curves_of(curve, oob)} | _own_metrics(own)),
-        ),
-        feature_importances=feature_importances(pipeline, kind),
-        train_rows=X_train,
-        training={
-            "duration_s": round(time.perf_counter() - started, 3),
-            "n_estimators": fitted_estimator_count(ensemble),
-            "n_train": len(y_train),
-            "n_holdout": 0 if y_hold is None else len(y_hold),
-            "random_state": random_state,
-            "task_inferred": data.task_inferred,
-            "science_s": round(science_s, 3),
-            **({"bias_variance_s": round(bv_s, 3)} if bv_s is not None else {}),
-        },
+        timings["bias_variance_s"] = round(time.perf_counter() - started, 3)
+    return science
+
+
+def _signature(fit: _Fit) -> ModelSignature:
+    return ModelSignature(
+        fit.task,
+        fit.spec.kind,
+        tuple(fit.features),
+        _classes(fit.classes),
+        _voting(fit.ensemble, fit.kind, fit.spec, fit.task),
+        known_categories(fit.pipeline[0]),
     )
 
 
-def _split(
-    data: TrainingData, fraction: float, random_state: int, notes: list[str]
-) -> tuple[pd.DataFrame, pd.DataFrame | None, NDArray[Any], NDArray[Any] | None, NDArray[np.intp]]:
+def _metrics(
+    fit: _Fit,
+    scores: _Scores,
+    cv: metrics.Scores | None,
+    science: dict[str, Any],
+    notes: list[str],
+) -> Metrics:
+    own = fit.own
+    return Metrics(
+        oob=scores.oob,
+        holdout=scores.holdout,
+        cv=cv,
+        train=scores.on_train,
+        estimators=scores.members,
+        curve=scores.curve,
+        notes=notes + (own.notes if own is not None else []),
+        **science,
+        **scores.extra,
+        # The service's own kinds measured their curves themselves (e(k), selection).
+        **({"curves": curves_of(scores.curve, scores.oob)} | _own_metrics(own)),
+    )
+
+
+def _split(data: TrainingData, fraction: float, random_state: int, notes: list[str]) -> _Rows:
     """Training and hold-out rows, and each training row's index in the uploaded table."""
     if fraction <= 0:
-        return data.X, None, data.y, None, np.arange(len(data.y), dtype=np.intp)
+        return _Rows(data.X, data.y, None, None, np.arange(len(data.y), dtype=np.intp))
     rows = split_rows(data.y, data.task, fraction, random_state)
     assert rows.holdout is not None
     if rows.note:
         notes.append(rows.note)
     y = np.asarray(data.y)
-    return (
+    return _Rows(
         data.X.iloc[rows.train],
-        data.X.iloc[rows.holdout],
         y[rows.train],
+        data.X.iloc[rows.holdout],
         y[rows.holdout],
         rows.train,
     )
-
-
-@dataclass(frozen=True)
-class RowSplit:
-    """Row positions of the training and hold-out parts (None: nothing held out)."""
-
-    train: NDArray[np.intp]
-    holdout: NDArray[np.intp] | None
-    note: str | None = None
-
-
-def split_rows(y: NDArray[Any], task: Task, fraction: float, random_state: int) -> RowSplit:
-    """The hold-out split training makes, as row positions; TrainingError when no usable one.
-
-    The very split of ``train_test_split`` on the table (it draws from the number of rows,
-    the labels and the seed only), so the service checks it at submit time and the worker
-    makes the same. Classification needs every class in the training part, so a class of
-    one row, or fewer training rows than classes, is refused; stratification that fails
-    only for want of hold-out rows falls back to a plain split, with a note.
-    """
-    n = len(y)
-    everything = np.arange(n)
-    if fraction <= 0:
-        return RowSplit(everything, None)
-    n_train = n - math.ceil(fraction * n)  # scikit-learn's own rounding
-    problems: list[Problem] = []
-    labels: list[Any] = []
-    codes: NDArray[np.intp] | None = None
-    counts: list[int] = []
-    if task == "classification":
-        labels, codes, counts = encode_classes(y)
-        for label, count in zip(labels, counts, strict=True):
-            if count < 2:
-                problems.append(
-                    Problem(
-                        ("target",),
-                        f"class {label!r} has 1 row; the stratified hold-out split needs at "
-                        "least 2 rows of every class (one to train on, one to hold out): "
-                        "add rows of it, remove it from the table, or set "
-                        "evaluation.holdout_fraction to 0",
-                    )
-                )
-    needed = max(len(labels), 1)
-    if n_train < needed:
-        what = f"{n_train} training row{'s' if n_train != 1 else ''}"
-        if labels:
-            what += f" for {len(labels)} classes (each needs one)"
-        problems.append(
-            Problem(
-                HOLDOUT,
-                f"holding out {fraction:g} of {n} rows leaves {what}: {_lower_holdout(n, needed)}",
-            )
-        )
-    if problems:
-        raise TrainingError(f"cannot hold out {fraction:g} of {n} rows", problems)
-    note = None
-    try:
-        # Stratified on the class codes: the same split as on the labels (same order),
-        # four times faster on a million string labels.
-        train, hold = train_test_split(
-            everything, test_size=fraction, random_state=random_state, stratify=codes
-        )
-    except ValueError as exc:  # stratified, too few hold-out rows for the classes
-        note = f"hold-out split is not stratified: {exc}"
-        train, hold = train_test_split(everything, test_size=fraction, random_state=random_state)
-    if codes is not None:
-        trained = np.bincount(codes[train], minlength=len(labels))
-        missing = [
-            Problem(
-                HOLDOUT,
-                f"the hold-out split leaves class {label!r} ({count} rows) without a training "
-                "row: lower evaluation.holdout_fraction, or add rows of it",
-            )
-            for label, count, kept in zip(labels, counts, trained.tolist(), strict=True)
-            if not kept
-        ]
-        if missing:
-            raise TrainingError(f"cannot hold out {fraction:g} of {n} rows", missing)
-    return RowSplit(np.asarray(train), np.asarray(hold), note)
-
-
-def encode_classes(y: NDArray[Any]) -> tuple[list[Any], NDArray[np.intp], list[int]]:
-    """The sorted classes (plain Python values), each row's class index and the rows per
-    class: ``np.unique``'s answer, by hashing rather than sorting a million labels."""
-    codes, found = pd.factorize(np.asarray(y), sort=True)
-    counts = np.bincount(codes, minlength=len(found))
-    labels = [v.item() if isinstance(v, np.generic) else v for v in found]
-    return labels, codes.astype(np.intp), counts.tolist()
-
-
-def _lower_holdout(n: int, needed: int) -> str:
-    """Advice: the largest hold-out fraction (two decimals) that leaves ``needed`` rows."""
-    fraction = math.floor((n - needed) * 100 / n) / 100
-    while fraction > 0 and n - math.ceil(fraction * n) < needed:
-        fraction = round(fraction - 0.01, 2)
-    if fraction <= 0:
-        return "set evaluation.holdout_fraction to 0, or add rows"
-    return f"set evaluation.holdout_fraction to at most {fraction:g}, or add rows"
-
-
-def cv_problems(y: NDArray[Any], task: Task, k: int) -> list[Problem]:
-    """Why ``k``-fold cross-validation of these training rows would fail (none: it works).
-
-    Classification folds are stratified: scikit-learn refuses only when every class has
-    fewer than ``k`` rows, but a class of one training row also fails (the fold that
-    scores it trains without it), so both are refused here.
-    """
-    if not k:
-        return []
-    n = len(y)
-    if n < k:
-        return [
-            Problem(
-                CV_FOLDS,
-                f"cv_folds={k} needs at least {k} training rows; there are {n}: lower "
-                "cv_folds (or set it to 0), lower evaluation.holdout_fraction, or add rows",
-            )
-        ]
-    if task != "classification":
-        return []
-    labels, _, counts = encode_classes(y)
-    problems = [
-        Problem(
-            CV_FOLDS,
-            f"class {label!r} has 1 training row; cross-validation needs at least 2 rows of "
-            "every class (each fold trains on the rows of the others): set cv_folds to 0, "
-            "lower evaluation.holdout_fraction, or add rows of it",
-        )
-        for label, count in zip(labels, counts, strict=True)
-        if count < 2
-    ]
-    most = max(counts)
-    if not problems and most < k:
-        problems.append(
-            Problem(
-                CV_FOLDS,
-                f"every class has fewer than cv_folds={k} training rows (the largest has "
-                f"{most}); stratified folds need more: set cv_folds to at most {most}",
-            )
-        )
-    return problems
 
 
 def _fit_pipeline(
@@ -604,7 +585,7 @@ def _cross_validate(
     collector: FoldCollector | None = None,
 ) -> dict[str, Any]:
     k = evaluation.cv_folds
-    splitter = _splitter(data.task, evaluation, random_state)
+    splitter = cv_splitter(data.task, evaluation, random_state)
     if data.task == "classification":
         labels, _, counts = encode_classes(y)
         for label, count in zip(labels, counts, strict=True):
@@ -634,14 +615,6 @@ def _cross_validate(
         folds.append(scores)
     run.report(k, k, "cross_validating")
     return metrics.mean_scores(folds)
-
-
-def _splitter(task: Task, evaluation: EvaluationSpec, random_state: int) -> StratifiedKFold | KFold:
-    """The folds of ``evaluation.cv_folds`` (shuffled with the request's seed)."""
-    k = evaluation.cv_folds
-    if task == "classification":
-        return StratifiedKFold(k, shuffle=True, random_state=random_state)
-    return KFold(k, shuffle=True, random_state=random_state)
 
 
 def _bias_variance(
@@ -681,114 +654,6 @@ def _bias_variance(
         fit_predict,
         lambda done, total: run.report(done, total, "bias_variance"),
     )
-
-
-# ------------------------------------------------------- scikit-learn's own refusals
-
-_OWN_PACKAGES = ("ensembles", "app")
-_REFUSALS = (ValueError, TypeError, ArithmeticError)
-
-
-@contextmanager
-def scikit_learn_errors(
-    doing: str, spec: EstimatorSpec, task: Task, fallback: Location
-) -> Iterator[None]:
-    """scikit-learn refusing the data or the parameters becomes a TrainingError (422).
-
-    Only errors raised inside scikit-learn (or numpy and scipy under it) are the user's
-    to fix: a ValueError of this library's own code is a bug and goes on as it is (a 500
-    that is logged). The problem is placed on the estimator of the spec that raised it,
-    on its parameter when the message names it with its value, else on ``fallback``.
-    """
-    try:
-        yield
-    except _REFUSALS as exc:
-        if not raised_by_scikit_learn(exc):
-            raise
-        message = str(exc).strip() or type(exc).__name__
-        loc = attribute(exc, spec, task) or fallback
-        raise TrainingError(
-            f"scikit-learn could not {doing}: {message}", [Problem(loc, message)]
-        ) from exc
-
-
-def raised_by_scikit_learn(exc: BaseException) -> bool:
-    """True when the error came out of scikit-learn: below the innermost frame of this
-    project's code (the call that failed) there is a frame of scikit-learn."""
-    modules = [str(frame.f_globals.get("__name__", "")) for frame in member_frames(exc)]
-    own = [i for i, name in enumerate(modules) if name.split(".")[0] in _OWN_PACKAGES]
-    below = modules[own[-1] + 1 :] if own else modules
-    return any(name.split(".")[0] == "sklearn" for name in below)
-
-
-def attribute(exc: BaseException, spec: EstimatorSpec, task: Task) -> Location | None:
-    """The path of the spec's estimator that raised ``exc`` (and of its parameter when the
-    message names it with its value), or None when it cannot be told."""
-    failing = _failing_estimator(exc)
-    if failing is None:
-        return None
-    candidates = [
-        (loc, node)
-        for loc, node in spec_nodes(spec)
-        if KINDS[node.kind].classes.get(task) is type(failing) and _same_params(node, task, failing)
-    ]
-    if len(candidates) != 1:
-        return None
-    loc, node = candidates[0]
-    message = str(exc)
-    named = [
-        (found.start(), name)
-        for name, value in node.params.items()
-        if (found := re.search(rf"\b{re.escape(name)}\b", message, re.IGNORECASE))
-        and re.search(rf"(?<![\w.]){re.escape(str(value))}(?![\w.])", message)
-    ]
-    return (*loc, "params", min(named)[1]) if named else loc
-
-
-def spec_nodes(
-    spec: EstimatorSpec, loc: Location = ("ensemble",)
-) -> list[tuple[Location, EstimatorSpec]]:
-    """Every estimator of a spec with its path in the request body, depth first."""
-    out = [(loc, spec)]
-    if spec.estimator is not None:
-        out += spec_nodes(spec.estimator, (*loc, "estimator"))
-    for i, member in enumerate(spec.estimators or []):
-        out += spec_nodes(member, (*loc, "estimators", i))
-    if spec.final_estimator is not None:
-        out += spec_nodes(spec.final_estimator, (*loc, "final_estimator"))
-    return out
-
-
-def _failing_estimator(exc: BaseException) -> BaseEstimator | None:
-    """The innermost estimator whose method was running when ``exc`` was raised."""
-    failing = None
-    for frame in member_frames(exc):
-        obj = frame.f_locals.get("self")
-        if isinstance(obj, BaseEstimator):
-            failing = obj
-    if isinstance(failing, CalibratedClassifierCV):  # svm with probability=true
-        failing = failing.estimator
-    return failing
-
-
-def _same_params(node: EstimatorSpec, task: Task, estimator: BaseEstimator) -> bool:
-    """The estimator is (a clone of) the one the node builds: same class, same own
-    parameters (members, seeds and the service's fixed settings aside)."""
-    built = build_estimator(node, task, random_state=None)
-    if isinstance(built, CalibratedClassifierCV):
-        built = built.estimator
-    if type(built) is not type(estimator):
-        return False
-    actual = estimator.get_params(deep=False)
-    for name, value in built.get_params(deep=False).items():
-        if name == "random_state" or isinstance(value, BaseEstimator | list):
-            continue
-        try:
-            if bool(actual.get(name) != value):
-                return False
-        except (TypeError, ValueError):
-            return False
-    return True
 
 
 def early_stop_notes(ensemble: BaseEstimator, prefix: str = "") -> list[str]:

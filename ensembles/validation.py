@@ -30,9 +30,9 @@ from ensembles.builders import build_estimator
 from ensembles.catalog import KINDS, SERVICE_OWNED_PARAMS, Kind, MemberNeed
 from ensembles.errors import Location, Problem, SpecError, TrainingError, shown
 from ensembles.specs import EstimatorSpec, EvaluationSpec, NamedEstimatorSpec, SpecLimits
+from ensembles.splits import cv_problems, encode_classes, split_rows
 from ensembles.suggestions import did_you_mean
 from ensembles.tasks import Task
-from ensembles.training import cv_problems, encode_classes, split_rows
 
 MEMBER_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
 _SKLEARN_PARAM = re.compile(r"The '([A-Za-z0-9_]+)' parameter of \w+ (.*)")

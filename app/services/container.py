@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from app.jobs import JobRunner
+from app.jobs.runner import JobRunner
 from app.metrics import Metrics
 from app.services.shadows import ShadowQueue
 from app.settings import Settings

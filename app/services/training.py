@@ -1,17 +1,14 @@
 """Submit-time checks of a training request: every problem at once, rooted at the body.
 
-A request is checked in four layers that all run, so one answer lists everything:
-the structure (the documented ``TrainingRequest`` model parses it), the dataset and its
-target/feature columns (on the stored table, loaded in a thread), the ensemble spec
-against the catalog and the service's resource limits, and the evaluation and the spec
-against the table's rows and classes (the hold-out split with the job's seed, the folds,
-``n_neighbors`` and the like against the rows each nested fit sees). The result is the
-job document the worker process trains from.
+The service checks what is its own — the structure (the documented ``TrainingRequest``
+model parses it) and which dataset the request names — then hands the rest to the
+library's one entry point, :func:`ensembles.submission.check_job` (the columns, the spec,
+the split and folds against the table, the bias-variance bounds), in a thread. The result
+is the job document the worker process trains from.
 """
 
 from __future__ import annotations
 
-import secrets
 from typing import Any
 
 from pydantic import ValidationError
@@ -21,27 +18,10 @@ from app.schemas.training import TrainingRequest
 from app.services import datasets
 from app.settings import Settings
 from app.threads import in_thread
-from ensembles import (
-    DataError,
-    EstimatorSpec,
-    NotFoundError,
-    Problem,
-    SpecError,
-    SpecLimits,
-    Table,
-    TrainingData,
-    check_against_rows,
-    read_table,
-    resolve_ensemble,
-    select_training_data,
-)
+from ensembles import NotFoundError, Problem, SpecError
 from ensembles.registry import DatasetRecord, Registry
-from ensembles.registry.documents import DatasetRef, JobDocument
-from ensembles.science import bias_variance
-from ensembles.specs import MAX_RANDOM_STATE
-from ensembles.tasks import Task
-
-TASKS: tuple[Task, ...] = ("classification", "regression")
+from ensembles.registry.documents import JobDocument
+from ensembles.submission import JobRequest, check_job
 
 
 def _read_request(raw: dict[str, Any]) -> tuple[TrainingRequest, list[Problem]]:
@@ -64,37 +44,24 @@ def _read_request(raw: dict[str, Any]) -> tuple[TrainingRequest, list[Problem]]:
     return request, problems
 
 
-def _load_training_data(
-    registry: Registry, record: DatasetRecord, request: TrainingRequest
-) -> TrainingData:
-    table = load_table(registry, record.id)
-    return select_training_data(table, request.target, request.features, request.task)
+def _job_request(model: str, request: TrainingRequest, unparsed: set[str | int]) -> JobRequest:
+    """The library's view of the request; a field that failed to parse is None."""
 
+    def asked(name: str) -> Any:
+        return None if name in unparsed else getattr(request, name, None)
 
-def load_table(registry: Registry, dataset_id: str) -> Table:
-    """The stored canonical table (verified bytes), parsed back into a Table."""
-    parquet = registry.read_dataset_parquet(dataset_id)
-    return read_table(parquet, filename=f"{dataset_id}.parquet")
-
-
-def _resolve(
-    spec: EstimatorSpec, task: Task | None, limits: SpecLimits
-) -> tuple[EstimatorSpec | None, list[Problem]]:
-    """The resolved spec for a known task; for an unknown one, only task-free problems."""
-    if task is not None:
-        try:
-            return resolve_ensemble(spec, task, limits), []
-        except SpecError as exc:
-            return None, list(exc.problems)
-    found: list[set[Problem]] = []
-    for candidate in TASKS:
-        try:
-            resolve_ensemble(spec, candidate, limits)
-            return None, []
-        except SpecError as exc:
-            found.append(set(exc.problems))
-    common = set.intersection(*found)
-    return None, sorted(common, key=lambda p: (str(p.loc), p.msg))
+    return JobRequest(
+        model=model,
+        target=asked("target"),
+        features=asked("features"),
+        task=asked("task"),
+        ensemble=asked("ensemble"),
+        evaluation=asked("evaluation"),
+        random_state=asked("random_state"),
+        description=asked("description"),
+        tags=asked("tags") or {},
+        unparsed={str(name) for name in unparsed},
+    )
 
 
 async def prepare_job(
@@ -108,7 +75,6 @@ async def prepare_job(
     request, problems = _read_request(raw)
     bad = {p.loc[0] for p in problems}
     record: DatasetRecord | None = None
-    data: TrainingData | None = None
     if "dataset_id" not in bad:
         try:
             loc = ("dataset_id",)
@@ -117,45 +83,11 @@ async def prepare_job(
             problems.append(Problem(("dataset_id",), exc.detail))
         except InvalidRequestError as exc:
             problems += exc.problems
-    if record is not None and not bad & {"target", "features", "task"}:
-        try:
-            data = await in_thread(_load_training_data, registry, record, request)
-        except DataError as exc:
-            problems += exc.problems
-    task: Task | None = data.task if data is not None else None
-    if task is None and "task" not in bad:
-        task = request.task
-    spec: EstimatorSpec | None = None
-    if "ensemble" not in bad:
-        spec, spec_problems = await in_thread(
-            _resolve, request.ensemble, task, settings.spec_limits
-        )
-        problems += spec_problems
-    random_state = request.random_state
-    if random_state is None:  # chosen now: the checks below make the split training makes
-        random_state = secrets.randbelow(MAX_RANDOM_STATE + 1)
-    if data is not None and "evaluation" not in bad:
-        # The hold-out split, the folds and the rows each nested fit sees, against the
-        # table's classes and rows (the spec's part only once the spec itself is sound).
-        problems += await in_thread(
-            check_against_rows, spec, request.evaluation, data.y, data.task, random_state
-        )
-    if "evaluation" not in bad:
-        problems += bias_variance.problems(request.evaluation, settings.max_bias_variance_rounds)
+    job = _job_request(model, request, bad)
+    limits, rounds = settings.spec_limits, settings.max_bias_variance_rounds
+    document, found = await in_thread(check_job, registry, record, job, limits, rounds)
+    problems += found
     if problems:
         raise SpecError(count_text(len(problems)), problems)
-    assert record is not None and data is not None and spec is not None
-    return JobDocument(
-        model=model,
-        dataset=DatasetRef(id=record.id, sha256=record.sha256, n_rows=record.n_rows),
-        target=request.target,
-        features=[f.name for f in data.features],
-        task=data.task,
-        task_inferred=data.task_inferred,
-        kind=spec.kind,
-        ensemble=spec,
-        evaluation=request.evaluation,
-        random_state=random_state,
-        description=request.description,
-        tags=request.tags,
-    )
+    assert document is not None
+    return document

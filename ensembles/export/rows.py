@@ -2,7 +2,7 @@
 
 Training records everything needed to draw its hold-out split again: the dataset (id and
 sha256), the target, the features, the task, ``evaluation.holdout_fraction`` and
-``random_state``; :func:`ensembles.training.split_rows` is a pure function of the labels,
+``random_state``; :func:`ensembles.splits.split_rows` is a pure function of the labels,
 the fraction and the seed. A version trained without a hold-out (fraction 0) has no
 rows it did not train on: its fidelity is measured on the dataset's rows, and says so.
 """
@@ -17,7 +17,7 @@ import pandas as pd
 
 from ensembles.data import read_table, select_training_data
 from ensembles.errors import IntegrityError
-from ensembles.training import split_rows
+from ensembles.splits import split_rows
 
 RowSource = Literal["holdout", "dataset"]
 

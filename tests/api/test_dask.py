@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 from distributed import Client, LocalCluster
 
-from app.cluster import SETTING, DaskExecutor, check_reachable
-from app.launcher import EXIT_SETTINGS, check_dependencies, load_settings
+from app.jobs.cluster import SETTING, DaskExecutor, check_reachable
+from app.server.launcher import EXIT_SETTINGS, check_dependencies, load_settings
 from app.settings import Settings
 from tests.api.conftest import started
 from tests.api.support import Api, forest, iris_frame, records

@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 from fastapi import FastAPI
 
-from app import worker
 from app.services.training import prepare_job
 from app.threads import in_thread
+from ensembles import jobs
 from ensembles.inference import ENGINE, SKLEARN, compiling
 from ensembles.parallel import MemberPool
 from tests.api.support import IRIS_FEATURES, Api, forest, iris_frame, records
@@ -103,7 +103,7 @@ async def test_a_forced_fidelity_failure_is_served_by_sklearn_with_the_reason(
     await in_thread(services.registry.start_job, job.id)
     monkeypatch.setattr(compiling, "compare", lambda *_args, **_kw: (FORCED, 0.5))
     await in_thread(
-        worker.run_training, services.registry, job.id, MemberPool.local(1), lambda: False
+        jobs.run_training, services.registry, job.id, MemberPool.local(1), lambda: False
     )
     assert (await api.job(job.id))["status"] == "succeeded"
 

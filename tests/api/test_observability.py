@@ -21,7 +21,7 @@ from fastapi import FastAPI
 from prometheus_client.parser import text_string_to_metric_families
 
 from app.logs import REQUEST_ID, JsonFormatter, TextFormatter, configure_logging
-from app.process import on_shutdown_signal
+from app.server.process import on_shutdown_signal
 from tests.api.conftest import make_settings, started
 from tests.api.support import IRIS_FEATURES, Api, forest, iris_frame, records
 

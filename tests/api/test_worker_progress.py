@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from app.worker import _Progress
+from ensembles.jobs import _Progress
 from ensembles.registry import SqlRegistry
 
 

@@ -16,8 +16,8 @@ from fastapi import FastAPI
 from prometheus_client import values
 from prometheus_client.parser import text_string_to_metric_families
 
-from app.launcher import EXIT_SETTINGS, load_settings
 from app.metrics import Metrics
+from app.server.launcher import EXIT_SETTINGS, load_settings
 from app.settings import MAX_WORKERS, Settings, available_cpus
 from ensembles.registry import ModelCache
 from tests.api.conftest import started

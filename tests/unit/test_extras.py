@@ -10,7 +10,7 @@ import sys
 import tomllib
 from pathlib import Path
 
-from app.preflight import EXTRAS, check_extras, missing_extra
+from app.server.preflight import EXTRAS, check_extras, missing_extra
 from app.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -13,8 +13,9 @@ import pytest
 from ensembles import metrics
 from ensembles.data import TrainingData, select_training_data, table_from_frame
 from ensembles.errors import TrainingError
+from ensembles.fit_errors import raised_by_scikit_learn
 from ensembles.specs import EstimatorSpec, EvaluationSpec, parse_estimator_spec
-from ensembles.training import raised_by_scikit_learn, train
+from ensembles.training import train
 from ensembles.validation import check_against_rows, resolve_ensemble
 from tests.unit.datasets import frame
 

@@ -17,7 +17,8 @@ from ensembles.catalog import KINDS
 from ensembles.export import Exported, ExportError, FidelityRows, export_model
 from ensembles.export.onnx_parts import dotted
 from ensembles.specs import EvaluationSpec, parse_estimator_spec
-from ensembles.training import split_rows, train
+from ensembles.splits import split_rows
+from ensembles.training import train
 from ensembles.validation import resolve_ensemble
 from tests.kinds import SPECS, TASKS
 from tests.unit.datasets import training_data

@@ -1,8 +1,8 @@
 """Training jobs on a Dask cluster (``ENSEMBLE_DASK_SCHEDULER=tcp://host:8786``).
 
-:class:`DaskExecutor` is the job runner's second executor (:mod:`app.executors`): each
+:class:`DaskExecutor` is the job runner's second executor (:mod:`app.jobs.executors`): each
 job becomes one task, :func:`train_on_cluster`, which a Dask worker runs exactly as a
-local worker process would (:func:`app.worker.run_training`: the same registry, dataset,
+local worker process would (:func:`ensembles.jobs.run_training`: the same registry, dataset,
 progress, cancel token and publication of the version), with one difference: the
 members of forests and the bagging family (and of voting, stacking, their CV folds) are
 fitted across the cluster's workers, through joblib's Dask backend on the worker's own
@@ -43,11 +43,12 @@ import time
 from collections.abc import Callable
 from typing import Any, Final
 
-from app.worker import WorkerConfig, run_training
+from app.jobs.worker import WorkerConfig
+from ensembles.jobs import run_training
 from ensembles.parallel import MemberPool
 from ensembles.registry import JobRegistry, job_problem, open_registry
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("app.cluster")  # its name before app/jobs/ (log filters)
 
 SETTING: Final = "ENSEMBLE_DASK_SCHEDULER"
 CONNECT_TIMEOUT_S: Final = 5.0

@@ -2,7 +2,7 @@
 
 With several server processes, prometheus-client's multiprocess mode keeps each
 process's values in memory-mapped files of a folder named by ``PROMETHEUS_MULTIPROC_DIR``
-(``counter_<pid>.db``, ``gauge_livesum_<pid>.db``, ...): the launcher (:mod:`app.launcher`)
+(``counter_<pid>.db``, ``gauge_livesum_<pid>.db``, ...): the launcher (:mod:`app.server.launcher`)
 makes a fresh private one before the processes start and removes it when they have
 stopped. A process that stops cleanly forgets its live gauges itself; one that died
 (killed, crashed: uvicorn starts a new one) is forgotten by the next scrape. Its

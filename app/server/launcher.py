@@ -5,11 +5,11 @@ did. With N > 1 this process becomes uvicorn's supervisor: it binds the port onc
 starts N server processes that accept connections on it, each with its own app (event
 loop, model cache, job runner), restarts one that dies, and on SIGTERM or SIGINT sends
 each SIGTERM and waits for their graceful shutdown. Before they start it makes the
-private folder where they write their metrics (:mod:`app.metrics_folder`), and removes
+private folder where they write their metrics (:mod:`app.server.metrics_folder`), and removes
 it once they have stopped.
 
 Exit status: 0 after a shutdown asked by a signal, 2 for invalid settings or a
-dependency they name that cannot be reached at start (:mod:`app.preflight`), 3 when a
+dependency they name that cannot be reached at start (:mod:`app.server.preflight`), 3 when a
 server process could not start (uvicorn's own status for that when it serves alone).
 """
 
@@ -26,9 +26,9 @@ from typing import Final
 import uvicorn
 from pydantic import ValidationError
 
-from app import metrics_folder, preflight
 from app.logs import configure_logging
-from app.process import LAUNCHER_ENV, STARTUP_FAILED
+from app.server import metrics_folder, preflight
+from app.server.process import LAUNCHER_ENV, STARTUP_FAILED
 from app.settings import Settings
 
 APP: Final = "app.main:create_app"

@@ -109,7 +109,7 @@ def check_scheduler(settings: Settings) -> str | None:
     """The Dask scheduler of ENSEMBLE_DASK_SCHEDULER answers (bounded by a timeout)."""
     if settings.dask_scheduler is None:
         return None
-    from app.cluster import check_reachable
+    from app.jobs.cluster import check_reachable
 
     return check_reachable(settings.dask_scheduler)
 

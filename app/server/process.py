@@ -15,7 +15,7 @@ seconds), then runs the app's lifespan shutdown. Two details are ours:
   ``make run`` and process supervisors.)
 
 One of several server processes (``ENSEMBLE_WORKERS`` > 1, started by
-:mod:`app.launcher`, which made the shared metrics folder) also watches its launcher:
+:mod:`app.server.launcher`, which made the shared metrics folder) also watches its launcher:
 should the launcher die without stopping it (SIGKILL), the process shuts down as after
 SIGTERM rather than serve on as an orphan. And a process that cannot start leaves a note
 in that folder, so the launcher exits with a failure status rather than 0.
@@ -35,15 +35,15 @@ from types import FrameType
 from typing import Final
 
 from app.logs import configure_logging
-from app.metrics_folder import shared_metrics_folder
+from app.server.metrics_folder import shared_metrics_folder
 from app.settings import Settings
 
 SHUTDOWN_SIGNALS: Final = (signal.SIGTERM, signal.SIGINT)
 STARTUP_FAILED: Final = "startup-failed-"  # + pid: a note in the shared metrics folder
-LAUNCHER_ENV: Final = "_ENSEMBLE_LAUNCHER_PID"  # set by app.launcher for its server processes
+LAUNCHER_ENV: Final = "_ENSEMBLE_LAUNCHER_PID"  # set by the launcher for its server processes
 LAUNCHER_POLL_S: Final = 1.0
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("app.process")  # its name before app/server/ (log filters)
 
 
 _serving = threading.Event()  # set once in the server process, by configure_process

@@ -1,6 +1,6 @@
 """Where training jobs run: the executor protocol of the job runner, and local processes.
 
-The runner (:mod:`app.jobs`) owns a job's life cycle — queue, start, timeout, cancel,
+The runner (:mod:`app.jobs.runner`) owns a job's life cycle — queue, start, timeout, cancel,
 settling what a dead worker left — and hands the running itself to a
 :class:`JobExecutor`: it starts one :class:`Execution` per job, asks whether it ended,
 asks it to stop (``terminate``) and, if it does not, forces it (``kill``). Two
@@ -10,7 +10,7 @@ implementations, chosen by configuration only:
   (multiprocessing's ``forkserver`` context: children are forked from a small
   single-threaded server that preloaded the library, never from the threaded server
   process), so a crash or an out-of-memory kill fails that job and nothing else;
-* :class:`app.cluster.DaskExecutor` (``ENSEMBLE_DASK_SCHEDULER``): one task per job on a
+* :class:`app.jobs.cluster.DaskExecutor` (``ENSEMBLE_DASK_SCHEDULER``): one task per job on a
   Dask cluster, its members fitted across the cluster's workers.
 
 Either way the job records its own outcome in the registry (a version, or why it
@@ -28,9 +28,9 @@ from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from typing import Protocol
 
-from app.worker import WorkerConfig, run_job
+from app.jobs.worker import WorkerConfig, run_job
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("app.executors")  # its name before app/jobs/ (log filters)
 
 
 class Execution(Protocol):
@@ -80,7 +80,7 @@ class ProcessExecutor:
 
     def __init__(self) -> None:
         self._context = multiprocessing.get_context("forkserver")
-        self._context.set_forkserver_preload(["app.worker"])
+        self._context.set_forkserver_preload(["app.jobs.worker"])
 
     def warm_up(self) -> None:
         from multiprocessing import forkserver

@@ -1,122 +1,45 @@
-"""The training worker: one process per job, started by :mod:`app.jobs`.
+"""A training job, from its document to a published version: one function,
+:func:`run_training`, run alike by a local worker process (:mod:`app.jobs.worker`) and
+by a task on a Dask cluster (:mod:`app.jobs.cluster`); they differ only in the
+:class:`MemberPool` where members are fitted and in what ``stopped()`` reads.
 
-It shares nothing with the server but the data folder, database and object store: it
-opens its own registry, loads the dataset, trains with a progress callback and a cancel
-token (both throttled database round trips), its members on every CPU the process may use
-(:func:`app.settings.available_cpus`), chooses the engine that will serve the model (the
-compiled one if it answers exactly as scikit-learn), publishes the version and exits.
-Whatever goes wrong in here — a bad fit, a crash, running out of memory — ends this
-process and this job only.
-
-:func:`run_training` is the job itself, without the process around it: a task on a Dask
-cluster runs it too (:mod:`app.cluster`), with its members on the cluster's workers.
+It loads the dataset the job names, trains with a progress callback and a cancel token
+(both throttled registry round trips), chooses the engine that will serve the model (the
+compiled one if it answers exactly as scikit-learn), publishes the version and records
+the job's outcome: its version, or why it failed, as a problem with a stable code.
 """
 
 from __future__ import annotations
 
 import contextlib
-import gc
 import logging
 import math
-import os
 import platform
-import signal
-import sys
-import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 from importlib import metadata as importlib_metadata
-from multiprocessing.connection import Connection
-from typing import Any, Literal
+from typing import Any
 
-from app.logs import configure_logging
-from app.settings import available_cpus
-from ensembles import (
+from ensembles.catalog import Task
+from ensembles.data import TrainingData, read_table, select_training_data
+from ensembles.errors import (
+    ConflictError,
     EnsembleError,
-    FittedModel,
+    NotFoundError,
+    StorageError,
     TrainingCancelledError,
-    TrainingData,
-    inference_verdict,
-    read_table,
-    select_training_data,
-    train,
 )
-from ensembles.errors import ConflictError, NotFoundError, StorageError
+from ensembles.inference import inference_verdict
 from ensembles.parallel import MemberPool
-from ensembles.registry import Registry, job_problem, open_registry
+from ensembles.registry import Registry, job_problem
 from ensembles.registry.documents import JobDocument, VersionMetadata
-from ensembles.registry.stores import StoreConfig
+from ensembles.training import CancelToken, FittedModel, train
 
-log = logging.getLogger("app.worker")
+log = logging.getLogger(__name__)
 
 PROGRESS_INTERVAL_S = 0.25
 CANCEL_POLL_S = 0.25
-EXIT_SERVER_GONE = 70
 _LIBRARIES = ("scikit-learn", "numpy", "scipy", "pandas", "joblib")
-
-
-@dataclass(frozen=True)
-class WorkerConfig:
-    """What a worker needs to know; pickled to the child process."""
-
-    data_dir: str
-    database_url: str | None
-    job_id: str
-    store: StoreConfig = field(default_factory=StoreConfig)
-    memory_limit_mb: int | None = None
-    log_level: str = "WARNING"
-    log_format: Literal["json", "text"] = "json"
-
-
-def run_job(config: WorkerConfig, server_alive: Connection) -> None:
-    """Process entry point: train one job and record its outcome in the registry.
-
-    ``server_alive`` is the read end of a pipe whose only write end the server holds and
-    never writes to: end of file means the server is gone.
-    """
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl+C is the server's to handle
-    # Everything the fork server preloaded (the library, scikit-learn, pandas: ~190,000
-    # objects) lives as long as this process: kept out of the cyclic collector's scans,
-    # a full collection costs this job's objects only, not 50-120 ms.
-    gc.freeze()
-    configure_logging(config.log_level, config.log_format)
-    logging.getLogger("alembic").setLevel(logging.WARNING)  # opening the registry: noise here
-    _limit_memory(config.memory_limit_mb)
-    parent_gone = threading.Event()
-    _watch_server(server_alive, parent_gone)
-    registry = open_registry(config.data_dir, config.database_url, config.store)
-    try:
-        pool = MemberPool.local(available_cpus())
-        run_training(registry, config.job_id, pool, parent_gone.is_set)
-    finally:
-        registry.close()
-
-
-def _limit_memory(limit_mb: int | None) -> None:
-    if limit_mb is None or sys.platform == "win32":
-        return
-    import resource
-
-    limit = limit_mb * 1024 * 1024
-    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-
-
-def _watch_server(server_alive: Connection, gone: threading.Event) -> None:
-    """Exit as soon as the server dies, however it dies (SIGKILL included): no orphans.
-
-    (The parent pid is no use here: the fork server is the parent, and it lives on as
-    long as any of its children does.)
-    """
-
-    def watch() -> None:
-        with contextlib.suppress(EOFError, OSError):
-            server_alive.recv()
-        gone.set()
-        log.warning("the service process is gone; stopping")
-        os._exit(EXIT_SERVER_GONE)
-
-    threading.Thread(target=watch, name="server-watch", daemon=True).start()
 
 
 class _Progress:
@@ -183,50 +106,72 @@ def run_training(
         return
     cancel = _Cancel(registry, job_id, stopped)
     try:
-        document = JobDocument.of(job)
-        data = _training_data(registry, document)
-        progress = _Progress(registry, job_id)
-        fitted = train(
-            data,
-            document.ensemble,
-            document.evaluation,
-            document.random_state,
-            on_progress=progress,
-            cancel=cancel,
-            pool=pool,
-        )
-        if cancel.is_set():
-            raise TrainingCancelledError("training was cancelled")
-        progress(0, 1, "compiling")
-        inference = inference_verdict(
-            fitted.pipeline, data.task, fitted.train_rows, document.random_state
-        )
-        metadata = version_metadata(job_id, document, data, fitted, inference)
-        registry.publish_version(job_id, fitted.pipeline, metadata.to_json())
+        train_and_publish(registry, job_id, JobDocument.of(job), pool, cancel)
     except TrainingCancelledError:
         if record_stop or not stopped():
             _finish(registry, job_id, "cancelled", None)
-    except NotFoundError as exc:
+    except Exception as exc:
+        _finish(registry, job_id, "failed", _failure(job_id, exc))
+
+
+def train_and_publish(
+    registry: Registry, job_id: str, document: JobDocument, pool: MemberPool, cancel: CancelToken
+) -> None:
+    """Train the job's document on its dataset and publish the version (the job ends
+    with it); TrainingCancelledError when ``cancel`` is set."""
+    data = load_training_data(
+        registry, document.dataset.id, document.target, document.features, document.task
+    )
+    progress = _Progress(registry, job_id)
+    fitted = train(
+        data,
+        document.ensemble,
+        document.evaluation,
+        document.random_state,
+        on_progress=progress,
+        cancel=cancel,
+        pool=pool,
+    )
+    if cancel.is_set():
+        raise TrainingCancelledError("training was cancelled")
+    progress(0, 1, "compiling")
+    inference = inference_verdict(
+        fitted.pipeline, data.task, fitted.train_rows, document.random_state
+    )
+    metadata = version_metadata(job_id, document, data, fitted, inference)
+    registry.publish_version(job_id, fitted.pipeline, metadata.to_json())
+
+
+def _failure(job_id: str, exc: Exception) -> dict[str, object]:
+    """The job's problem for what ended its training."""
+    if isinstance(exc, NotFoundError):
         detail = f"{exc.detail}: it was deleted after the job was submitted"
-        _finish(registry, job_id, "failed", job_problem("invalid_data", "Dataset gone", detail))
-    except EnsembleError as exc:
+        return job_problem("invalid_data", "Dataset gone", detail)
+    if isinstance(exc, EnsembleError):
         problem = job_problem(exc.code, exc.title, exc.detail)
         if exc.problems:
             problem["errors"] = [p.as_dict() for p in exc.problems]
-        _finish(registry, job_id, "failed", problem)
-    except MemoryError:
+        return problem
+    if isinstance(exc, MemoryError):
         detail = "the training process ran out of memory; use fewer or smaller estimators"
-        _finish(registry, job_id, "failed", job_problem("worker_crashed", "Out of memory", detail))
-    except Exception as exc:
-        log.exception("job %s failed unexpectedly", job_id)
-        detail = f"unexpected error while training ({type(exc).__name__}); it has been logged"
-        _finish(registry, job_id, "failed", job_problem("internal", "Training failed", detail))
+        return job_problem("worker_crashed", "Out of memory", detail)
+    log.exception("job %s failed unexpectedly", job_id)  # called while handling ``exc``
+    detail = f"unexpected error while training ({type(exc).__name__}); it has been logged"
+    return job_problem("internal", "Training failed", detail)
 
 
-def _training_data(registry: Registry, document: JobDocument) -> TrainingData:
-    dataset_id = document.dataset.id
-    table = read_table(registry.read_dataset_parquet(dataset_id), filename=f"{dataset_id}.parquet")
-    return select_training_data(table, document.target, document.features, document.task)
+def load_training_data(
+    registry: Registry,
+    dataset_id: str,
+    target: str,
+    features: Sequence[str] | None,
+    task: Task | None,
+) -> TrainingData:
+    """The stored dataset (verified bytes) as the training data of a job: the check at
+    submit and the training read it alike. DataError naming the columns that do not fit."""
+    parquet = registry.read_dataset_parquet(dataset_id)
+    table = read_table(parquet, filename=f"{dataset_id}.parquet")
+    return select_training_data(table, target, features, task)
 
 
 def _finish(registry: Registry, job_id: str, status: Any, error: dict[str, object] | None) -> None:

@@ -1,7 +1,7 @@
 """The job runner: training jobs run by an executor, a bounded queue, supervision.
 
 Each job runs in its own local worker process, or as a task on a Dask cluster when
-``ENSEMBLE_DASK_SCHEDULER`` is set (:mod:`app.executors`, :mod:`app.cluster`), so a
+``ENSEMBLE_DASK_SCHEDULER`` is set (:mod:`app.jobs.executors`, :mod:`app.jobs.cluster`), so a
 crash, an out-of-memory kill or a dying Dask worker fails that job and nothing else.
 
 The queue is the jobs table, shared by every server process of the service (there are
@@ -33,17 +33,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, Literal
 
-from app.executors import Execution, JobExecutor, ProcessExecutor
+from app.jobs.executors import Execution, JobExecutor, ProcessExecutor
+from app.jobs.worker import WorkerConfig
 from app.metrics import Metrics
 from app.settings import Settings
 from app.threads import in_thread
-from app.worker import WorkerConfig
 from ensembles import Problem
 from ensembles.errors import ConflictError, NotFoundError, QueueFullError, StorageError
 from ensembles.registry import JobRecord, Registry, job_problem
 from ensembles.registry.documents import JobDocument
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("app.jobs")  # the job events: logged under the package name
 
 TICK_S: Final = 0.1
 CANCEL_SCAN_S: Final = 0.5
