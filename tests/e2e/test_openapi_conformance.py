@@ -46,6 +46,11 @@ ALLOWED: dict[tuple[str, str], str] = {
         "with one class in it: whether a spec fits the data is known only by reading the "
         "dataset, and the answer is a 422 at the field (target, features, ...)"
     ),
+    ("ST202", "PUT /v1/models/{name}/aliases/{alias}"): (
+        "a schema-valid weighted alias can give weights that do not sum to 1 (a JSON "
+        "Schema cannot state a sum) or name versions the model does not have: the answer "
+        "is a 422 naming the field (versions, or versions.N)"
+    ),
     **{
         ("ST202", f"POST /v2/models/{{name}}{versions}/infer"): (
             "a schema-valid inference request can name tensors the model does not have, "
