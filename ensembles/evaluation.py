@@ -1,0 +1,349 @@
+"""Measuring a fitted model: its scores on the training and hold-out rows, OOB, the
+members' own, the score curve, cross-validation, the science and, when asked, the
+bias-variance decomposition.
+
+What scikit-learn refuses while scoring or cross-validating is placed on the request's
+path (:mod:`ensembles.fit_errors`); progress and cancel go through the run
+(:mod:`ensembles.training_run`).
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from numpy.typing import NDArray
+from sklearn.base import BaseEstimator
+from sklearn.pipeline import Pipeline
+
+from ensembles import metrics
+from ensembles.builders import FeatureColumn, build_pipeline
+from ensembles.catalog import Kind, kind_of
+from ensembles.data import TrainingData
+from ensembles.fit_errors import scikit_learn_errors
+from ensembles.kinds import OwnReport
+from ensembles.science import bias_variance, measures
+from ensembles.science.oof import FoldCollector
+from ensembles.specs import EstimatorSpec, EvaluationSpec
+from ensembles.splits import CV_FOLDS, HOLDOUT, cv_splitter, encode_classes
+from ensembles.tasks import Task
+from ensembles.training_run import Run
+
+
+@dataclass(frozen=True)
+class Rows:
+    """The training and hold-out parts of the table (None: nothing held out)."""
+
+    X_train: pd.DataFrame
+    y_train: NDArray[Any]
+    X_hold: pd.DataFrame | None
+    y_hold: NDArray[Any] | None
+    positions: NDArray[np.intp]  # each training row's index in the uploaded table
+
+
+@dataclass(frozen=True)
+class Fit:
+    """The fitted pipeline and what measuring it needs."""
+
+    spec: EstimatorSpec
+    kind: Kind
+    task: Task
+    features: list[FeatureColumn]
+    pipeline: Pipeline
+    Xt: NDArray[Any]  # the training rows, preprocessed
+    own: OwnReport | None  # the service's own algorithms: what they measured themselves
+    classes: list[Any]
+
+    @property
+    def ensemble(self) -> BaseEstimator:
+        return self.pipeline[-1]
+
+
+@dataclass(frozen=True)
+class Scores:
+    """What the fitted model scores on its rows, measured right after the fit."""
+
+    on_train: metrics.Scores
+    holdout: metrics.Scores | None
+    oob: metrics.Scores | None
+    members: list[dict[str, Any]]
+    curve: dict[str, Any] | None
+    extra: dict[str, Any]  # predicted_vs_actual (regression)
+    Xbt: NDArray[Any]  # the rows scored (hold-out, else training), preprocessed
+
+
+def score_fit(fit: Fit, rows: Rows, random_state: int, notes: list[str]) -> Scores:
+    """Scores on the training and hold-out rows, OOB, the members' own and the curve."""
+    spec, task, classes, pipeline = fit.spec, fit.task, fit.classes, fit.pipeline
+    holdout: metrics.Scores | None = None
+    with scikit_learn_errors("score this model on its training rows", spec, task, ("ensemble",)):
+        on_train = _evaluate(pipeline, rows.X_train, rows.y_train, task, classes)
+    if rows.X_hold is not None and rows.y_hold is not None:
+        with scikit_learn_errors("score this model on the hold-out rows", spec, task, HOLDOUT):
+            holdout = _evaluate(pipeline, rows.X_hold, rows.y_hold, task, classes)
+    else:
+        notes.append("no hold-out set (holdout_fraction = 0)")
+    basis, Xb, yb = (
+        ("holdout", rows.X_hold, rows.y_hold)
+        if rows.X_hold is not None
+        else ("train", rows.X_train, rows.y_train)
+    )
+    assert Xb is not None and yb is not None
+    kind, ensemble = fit.kind, fit.ensemble
+    with scikit_learn_errors("measure this model's members", spec, task, ("ensemble",)):
+        oob, oob_curve = _oob(fit, rows.y_train, notes)
+        Xbt = np.asarray(pipeline[:-1].transform(Xb))
+        members, member_note = metrics.member_scores(
+            ensemble, Xbt, yb, task, classes, basis, walk=kind.members
+        )
+        if member_note and kind.members != "none":  # "none": members never score alone
+            notes.append(member_note)
+        curve = _curve(kind, ensemble, oob_curve, Xbt, yb, task, basis, notes)
+        extra: dict[str, Any] = {}
+        if task == "regression":
+            predicted = np.asarray(pipeline.predict(Xb))
+            extra["predicted_vs_actual"] = metrics.prediction_pairs(
+                yb, predicted, basis, random_state
+            )
+    return Scores(on_train, holdout, oob, members, curve, extra, Xbt)
+
+
+def _oob(
+    fit: Fit, y_train: NDArray[Any], notes: list[str]
+) -> tuple[metrics.Scores | None, list[dict[str, Any]]]:
+    """The OOB scores and curve: the own algorithm's sums, else the members' OOB rows."""
+    own, kind, task, classes = fit.own, fit.kind, fit.task, fit.classes
+    if own is not None and own.oob_sums is not None and own.oob_counts is not None:
+        oob = metrics.oob_from_sums(own.oob_sums, own.oob_counts, y_train, task, classes)
+        reason = None if oob is not None else "no row was ever out of bag"
+        oob_curve = metrics.thinned(own.oob_points)
+    else:
+        oob, reason, oob_curve = metrics.oob_scores(
+            fit.ensemble, fit.Xt, y_train, task, classes, source=kind.oob
+        )
+    if reason and own is not None and own.oob_sums is None:
+        reason = "its members are measured out of fold instead (metrics.selection)"
+    if reason and kind.leaves_rows_out:  # else no fit of this kind has one
+        notes.append(f"no OOB estimate: {reason}")
+    return oob, oob_curve
+
+
+def cv_scores(
+    data: TrainingData,
+    fit: Fit,
+    rows: Rows,
+    evaluation: EvaluationSpec,
+    random_state: int,
+    run: Run,
+    notes: list[str],
+) -> tuple[metrics.Scores | None, FoldCollector | None]:
+    """The mean scores of the folds, and their out-of-fold predictions where the science
+    uses them (named members that all see the same rows)."""
+    kind = fit.kind
+    collector = (
+        FoldCollector(len(rows.y_train), fit.task, fit.classes)
+        if evaluation.cv_folds and kind.members == "named" and kind.member_rows == "same"
+        else None
+    )
+    if not evaluation.cv_folds:
+        notes.append("no cross-validation (cv_folds = 0)")
+        return None, collector
+    cv = _cross_validate(
+        data,
+        fit.spec,
+        fit.features,
+        rows.X_train,
+        rows.y_train,
+        evaluation,
+        random_state,
+        run,
+        notes,
+        collector,
+    )
+    return cv, collector
+
+
+def measure_science(
+    fit: Fit,
+    rows: Rows,
+    scores: Scores,
+    evaluation: EvaluationSpec,
+    collector: FoldCollector | None,
+    random_state: int,
+    run: Run,
+    notes: list[str],
+    timings: dict[str, Any],
+) -> dict[str, Any]:
+    """Diversity, ambiguity, out-of-fold scores, hardest rows and, when asked, the
+    bias-variance decomposition; their durations go into ``timings``."""
+    run.report(0, 1, "measuring")
+    started = time.perf_counter()
+    task = fit.task
+    with scikit_learn_errors("measure this model's members", fit.spec, task, ("ensemble",)):
+        evidence = measures.Evidence(
+            pipeline=fit.pipeline,
+            kind=fit.kind,
+            task=task,
+            classes=fit.classes,
+            Xt=fit.Xt,
+            y_train=rows.y_train,
+            train_positions=rows.positions,
+            Xht=scores.Xbt if rows.X_hold is not None else None,
+            y_hold=rows.y_hold,
+            oob=scores.oob,
+            cv_folds=collector.result(cv_splitter(task, evaluation, random_state))
+            if collector
+            else None,
+            random_state=random_state,
+        )
+        science = measures.measure(evidence, notes)
+    timings["science_s"] = round(time.perf_counter() - started, 3)
+    asked = evaluation.bias_variance
+    if asked is not None:
+        assert rows.X_hold is not None and rows.y_hold is not None
+        started = time.perf_counter()
+        science["bias_variance"] = _bias_variance(
+            fit.spec,
+            task,
+            fit.features,
+            fit.classes,
+            rows.X_train,
+            rows.y_train,
+            rows.X_hold,
+            rows.y_hold,
+            asked.rounds,
+            random_state,
+            run,
+        )
+        timings["bias_variance_s"] = round(time.perf_counter() - started, 3)
+    return science
+
+
+def _evaluate(
+    pipeline: Pipeline, X: pd.DataFrame, y: NDArray[Any], task: Task, classes: list[Any]
+) -> metrics.Scores:
+    proba = (
+        pipeline.predict_proba(X)
+        if task == "classification" and hasattr(pipeline, "predict_proba")
+        else None
+    )
+    ensemble = pipeline[-1]
+    kind = kind_of(ensemble)
+    if proba is not None and kind is not None and kind.labels == "argmax":
+        # Their predict is exactly this (scikit-learn's own code): one pass over the members
+        # instead of two, which on a large table is seconds of a forest's training.
+        pred = ensemble.classes_.take(np.argmax(proba, axis=1), axis=0)
+    else:
+        pred = pipeline.predict(X)
+    return metrics.score(task, y, np.asarray(pred), proba, classes)
+
+
+def _curve(
+    kind: Kind,
+    ensemble: BaseEstimator,
+    oob_curve: list[dict[str, Any]],
+    Xbt: NDArray[Any],
+    yb: NDArray[Any],
+    task: Task,
+    basis: str,
+    notes: list[str],
+) -> dict[str, Any] | None:
+    """OOB curve for the bagging family, forests and pasting_votes, staged scores for
+    boosting (an own algorithm's other curves are in ``metrics.curves``)."""
+    metric = metrics.primary_metric(task)
+    if kind.curve == "oob" and oob_curve:
+        return {"basis": "oob", "metric": metric, "points": oob_curve}
+    points = metrics.staged_curve(ensemble, Xbt, yb, task) if kind.curve == "stages" else []
+    if points:
+        return {"basis": basis, "metric": metric, "points": points}
+    if kind.curve == "oob" and kind.leaves_rows_out:
+        notes.append("no score curve: no row was left out of bag in this fit")
+    return None  # a kind that never has one says nothing (the report names what is absent)
+
+
+def _cross_validate(
+    data: TrainingData,
+    spec: EstimatorSpec,
+    features: list[FeatureColumn],
+    X: pd.DataFrame,
+    y: NDArray[Any],
+    evaluation: EvaluationSpec,
+    random_state: int,
+    run: Run,
+    notes: list[str],
+    collector: FoldCollector | None = None,
+) -> dict[str, Any]:
+    k = evaluation.cv_folds
+    splitter = cv_splitter(data.task, evaluation, random_state)
+    if data.task == "classification":
+        labels, _, counts = encode_classes(y)
+        for label, count in zip(labels, counts, strict=True):
+            if count < k:
+                notes.append(
+                    f"class {label!r} has {count} training rows, fewer than cv_folds={k}: "
+                    f"{k - count} of the folds score no row of it"
+                )
+    folds = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # "least populated class": noted above
+        splits = list(splitter.split(X, y))
+    for i, (tr, va) in enumerate(splits):
+        run.check()
+        run.report(i, k, "cross_validating")
+        fold = build_pipeline(spec, data.task, features, random_state)
+        doing = f"cross-validate this model (fold {i + 1} of {k})"
+        with scikit_learn_errors(doing, spec, data.task, CV_FOLDS):
+            with warnings.catch_warnings(), run.parallel(stage="cross_validating"):
+                warnings.simplefilter("ignore", UserWarning)
+                fold.fit(X.iloc[tr], y[tr])
+            classes = list(fold.classes_) if data.task == "classification" else []
+            scores = _evaluate(fold, X.iloc[va], y[va], data.task, classes)
+            if collector is not None:
+                collector.add(fold, X.iloc[va], tr, va)
+        scores.pop("confusion_matrix", None)
+        folds.append(scores)
+    run.report(k, k, "cross_validating")
+    return metrics.mean_scores(folds)
+
+
+def _bias_variance(
+    spec: EstimatorSpec,
+    task: Task,
+    features: list[FeatureColumn],
+    classes: list[Any],
+    X_train: pd.DataFrame,
+    y_train: NDArray[Any],
+    X_hold: pd.DataFrame,
+    y_hold: NDArray[Any],
+    rounds: int,
+    random_state: int,
+    run: Run,
+) -> dict[str, Any]:
+    """Refit the ensemble and one member on bootstrap samples (progress and cancel per
+    round); see :mod:`ensembles.science.bias_variance`."""
+
+    def fit_predict(which: EstimatorSpec, rows: NDArray[np.intp], seed: int) -> NDArray[Any]:
+        run.check()
+        model = build_pipeline(which, task, features, seed)
+        doing = "refit this model on a bootstrap sample for the bias-variance decomposition"
+        with scikit_learn_errors(doing, spec, task, bias_variance.FIELD):
+            with warnings.catch_warnings(), run.parallel(stage="bias_variance"):
+                warnings.simplefilter("ignore", UserWarning)
+                model.fit(X_train.iloc[rows], y_train[rows])
+            return np.asarray(model.predict(X_hold))
+
+    return bias_variance.decompose(
+        spec,
+        task,
+        classes,
+        len(y_train),
+        y_hold,
+        rounds,
+        random_state,
+        fit_predict,
+        lambda done, total: run.report(done, total, "bias_variance"),
+    )
