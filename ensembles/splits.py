@@ -2,7 +2,7 @@
 and the label encoding they both stratify on.
 
 Pure functions of the labels, the fraction and the seed, so the submit-time checks
-(:mod:`ensembles.validation`) and training (:mod:`ensembles.training`) make the very same
+(:mod:`ensembles.row_checks`) and training (:mod:`ensembles.training`) make the very same
 split: what is refused at submit is exactly what training would run into.
 """
 
