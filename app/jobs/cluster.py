@@ -1,15 +1,16 @@
 """Training jobs on a Dask cluster (``ENSEMBLE_DASK_SCHEDULER=tcp://host:8786``).
 
-:class:`DaskExecutor` is the job runner's second executor (:mod:`app.jobs.executors`): each
-job becomes one task, :func:`train_on_cluster`, which a Dask worker runs exactly as a
-local worker process would (:func:`ensembles.jobs.run_training`: the same registry, dataset,
-progress, cancel token and publication of the version), with one difference: the
-members of forests and the bagging family (and of voting, stacking, their CV folds) are
-fitted across the cluster's workers, through joblib's Dask backend on the worker's own
-client (``distributed.get_client()``; joblib secedes the task while it waits, so its
-worker's thread serves members meanwhile).  The model is the one a local fit gives.
+:class:`DaskExecutor` is the job runner's second executor (:mod:`app.jobs.executors`):
+each job becomes one task, :func:`ensembles.job_tasks.train_on_cluster`, which a Dask
+worker runs exactly as a local worker process would (:func:`ensembles.jobs.run_training`:
+the same registry, dataset, progress, cancel token and publication of the version), with
+one difference: the members of forests and the bagging family (and of voting, stacking,
+their CV folds) are fitted across the cluster's workers, through joblib's Dask backend on
+the worker's own client (``distributed.get_client()``; joblib secedes the task while it
+waits, so its worker's thread serves members meanwhile).  The model is the one a local
+fit gives.
 
-The Dask workers run the service's image: they import ``app`` and ``ensembles`` and
+The Dask workers run the service's image; the task needs ``ensembles`` only. They
 reach the registry database and the artifact store the service uses
 (``ENSEMBLE_DATA_DIR`` on a shared folder, or the database and object store of a
 scale-out deployment); their nannies start them with one BLAS thread.
@@ -43,22 +44,14 @@ import time
 from collections.abc import Callable
 from typing import Any, Final
 
-from app.jobs.worker import WorkerConfig
-from ensembles.jobs import run_training
-from ensembles.parallel import MemberPool
-from ensembles.registry import JobRegistry, job_problem, open_registry
+from ensembles.job_tasks import WorkerConfig, train_on_cluster
 
 log = logging.getLogger("app.cluster")  # its name before app/jobs/ (log filters)
 
 SETTING: Final = "ENSEMBLE_DASK_SCHEDULER"
 CONNECT_TIMEOUT_S: Final = 5.0
-STOP_POLL_S: Final = 0.25
 RECONNECT_EVERY_S: Final = 5.0
 _ENDED: Final = ("finished", "error", "cancelled", "lost")
-SECOND_ATTEMPT: Final = (
-    "the Dask worker training this job died (or lost the scheduler) while it ran; "
-    "it was not started again: submit it again"
-)
 
 
 class SchedulerUnreachableError(RuntimeError):
@@ -90,59 +83,6 @@ def check_reachable(address: str, timeout: float = CONNECT_TIMEOUT_S) -> str | N
 
 def _events(job_id: str) -> tuple[str, str]:
     return f"ensemble-stop-{job_id}", f"ensemble-started-{job_id}"
-
-
-# --------------------------------------------------------------- the task on a worker
-
-
-def train_on_cluster(config: WorkerConfig) -> None:
-    """The task of one job, on a Dask worker: train, record the outcome in the registry."""
-    from distributed import Event, get_client
-
-    client = get_client()
-    stop_name, started_name = _events(config.job_id)
-    registry = open_registry(config.data_dir, config.database_url, config.store)
-    try:
-        started = Event(started_name, client=client)
-        if started.is_set():
-            _fail_second_attempt(registry, config.job_id)
-            return
-        started.set()
-        stop = _Polled(Event(stop_name, client=client).is_set, STOP_POLL_S)
-        pool = MemberPool(dask_client=client)
-        run_training(registry, config.job_id, pool, stop, record_stop=False)
-    finally:
-        registry.close()
-
-
-def _fail_second_attempt(registry: JobRegistry, job_id: str) -> None:
-    from ensembles.errors import ConflictError
-
-    if registry.get_job(job_id).status != "running":
-        return
-    problem = job_problem("worker_crashed", "Training worker died", SECOND_ATTEMPT)
-    try:
-        registry.finish_job(job_id, "failed", problem)
-    except ConflictError:  # the runner ended it meanwhile
-        return
-
-
-class _Polled:
-    """``read()`` at most every ``every`` seconds; true for good once it was."""
-
-    def __init__(self, read: Callable[[], bool], every: float) -> None:
-        self.read, self.every = read, every
-        self.last, self.value = 0.0, False
-
-    def __call__(self) -> bool:
-        now = time.monotonic()
-        if not self.value and now - self.last >= self.every:
-            self.last = now
-            try:
-                self.value = bool(self.read())
-            except Exception:  # the scheduler is away for a moment: not a stop
-                log.warning("could not read the stop flag", exc_info=True)
-        return self.value
 
 
 # --------------------------------------------------------------- the service's side
@@ -186,8 +126,17 @@ class DaskExecutor:
         client = self._client
         if client.status != "running":
             raise SchedulerUnreachableError(f"{SETTING}={self.address}: {self._state()}")
+        from distributed import Event, get_client
+
+        stop_name, started_name = _events(config.job_id)
         future = client.submit(
-            train_on_cluster, config, key=f"ensemble-train-{config.job_id}", pure=False
+            train_on_cluster,
+            config,
+            Event(stop_name, client=client),
+            Event(started_name, client=client),
+            get_client,  # on the worker: its own client
+            key=f"ensemble-train-{config.job_id}",
+            pure=False,
         )
         return DaskExecution(client, config.job_id, future)
 

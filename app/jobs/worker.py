@@ -17,33 +17,18 @@ import os
 import signal
 import sys
 import threading
-from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
-from typing import Literal
 
 from app.logs import configure_logging
 from app.settings import available_cpus
+from ensembles.job_tasks import WorkerConfig as WorkerConfig
 from ensembles.jobs import run_training
 from ensembles.parallel import MemberPool
 from ensembles.registry import open_registry
-from ensembles.registry.stores import StoreConfig
 
 log = logging.getLogger("app.worker")
 
 EXIT_SERVER_GONE = 70
-
-
-@dataclass(frozen=True)
-class WorkerConfig:
-    """What a worker needs to know; pickled to the child process."""
-
-    data_dir: str
-    database_url: str | None
-    job_id: str
-    store: StoreConfig = field(default_factory=StoreConfig)
-    memory_limit_mb: int | None = None
-    log_level: str = "WARNING"
-    log_format: Literal["json", "text"] = "json"
 
 
 def run_job(config: WorkerConfig, server_alive: Connection) -> None:
