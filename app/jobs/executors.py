@@ -28,7 +28,8 @@ from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from typing import Protocol
 
-from app.jobs.worker import WorkerConfig, run_job
+from app.jobs.worker import run_job
+from ensembles.job_tasks import WorkerConfig
 
 log = logging.getLogger("app.executors")  # its name before app/jobs/ (log filters)
 

@@ -34,12 +34,12 @@ from pathlib import Path
 from typing import Final, Literal
 
 from app.jobs.executors import Execution, JobExecutor, ProcessExecutor
-from app.jobs.worker import WorkerConfig
 from app.metrics import Metrics
 from app.settings import Settings
 from app.threads import in_thread
 from ensembles import Problem
 from ensembles.errors import ConflictError, NotFoundError, QueueFullError, StorageError
+from ensembles.job_tasks import WorkerConfig
 from ensembles.registry import JobRecord, Registry, job_problem
 from ensembles.registry.documents import JobDocument
 
