@@ -181,13 +181,14 @@ ENSEMBLE_CASES = [
     for (name, task) in SPECS
     if KINDS[name].family == "ensemble"
 ]
+CLASSIFIER_CASES = [case for case in ENSEMBLE_CASES if case.values[1] == "classification"]
+# Boosting's stages add up in raw scores from a private initial score: not checked here.
+SUMMED_ELSEWHERE = [case for case in ENSEMBLE_CASES if KINDS[case.values[0]].combination != "sum"]
 
 
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
-@pytest.mark.parametrize(("name", "task"), ENSEMBLE_CASES)
+@pytest.mark.parametrize(("name", "task"), CLASSIFIER_CASES)
 def test_the_label_rule_is_how_scikit_learn_labels(name: str, task: Task) -> None:
-    if task != "classification":
-        pytest.skip("labels are a classifier's")
     model = _fitted(name, task)
     ensemble = model.pipeline[-1]
     kind = kind_of(ensemble)
@@ -208,7 +209,7 @@ def test_the_label_rule_is_how_scikit_learn_labels(name: str, task: Task) -> Non
 
 
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
-@pytest.mark.parametrize(("name", "task"), ENSEMBLE_CASES)
+@pytest.mark.parametrize(("name", "task"), SUMMED_ELSEWHERE)
 def test_a_linear_kind_is_the_weighted_mean_of_its_members(name: str, task: Task) -> None:
     """What the explanations rely on: members' outputs, weighted, add up to the model's."""
     model = _fitted(name, task)
@@ -217,8 +218,6 @@ def test_a_linear_kind_is_the_weighted_mean_of_its_members(name: str, task: Task
     assert kind is not None
     if not kind.combines_linearly(ensemble):
         return  # a hard vote, a weighted median, a final estimator: nothing to add up
-    if kind.combination == "sum":
-        pytest.skip("boosting's stages add up in raw scores, from a private initial score")
     members = members_of(ensemble, with_samples=False)
     assert members, "a linear kind's members are enumerated"
     Xt = model.pipeline[0].transform(training_data(DATASET[task]).X)
