@@ -20,7 +20,9 @@ from collections.abc import Callable, Sequence
 from importlib import metadata as importlib_metadata
 from typing import Any
 
-from ensembles.catalog import Task
+from sklearn.base import BaseEstimator
+
+from ensembles.catalog import Task, kind_of
 from ensembles.data import TrainingData, read_table, select_training_data
 from ensembles.errors import (
     ConflictError,
@@ -192,14 +194,25 @@ def plain(value: Any) -> Any:
     return value
 
 
-def library_versions() -> dict[str, str]:
+def library_versions(pipeline: BaseEstimator | None = None) -> dict[str, str]:
+    """Versions of what the artifact loads with: scikit-learn's stack, and the
+    distributions the kinds in ``pipeline`` name (``Kind.libraries``)."""
     versions = {"python": platform.python_version()}
-    for name in _LIBRARIES:
+    for name in (*_LIBRARIES, *_kind_libraries(pipeline)):
         try:
             versions[name] = importlib_metadata.version(name)
         except importlib_metadata.PackageNotFoundError:
             continue
     return versions
+
+
+def _kind_libraries(pipeline: BaseEstimator | None) -> list[str]:
+    """The ``libraries`` of every kind in ``pipeline``, at every level of nesting."""
+    if pipeline is None:
+        return []
+    parts = [pipeline, *pipeline.get_params(deep=True).values()]
+    kinds = [kind_of(p) for p in parts if isinstance(p, BaseEstimator)]
+    return sorted({name for kind in kinds if kind is not None for name in kind.libraries})
 
 
 def version_metadata(
@@ -232,7 +245,10 @@ def version_metadata(
             "metrics": fitted.metrics.model_dump(),
             "feature_importances": fitted.feature_importances,
             "training": training,
-            "artifact": {"format": "joblib", "library_versions": library_versions()},
+            "artifact": {
+                "format": "joblib",
+                "library_versions": library_versions(fitted.pipeline),
+            },
             "description": document.description,
             "tags": document.tags,
             "job_id": job_id,

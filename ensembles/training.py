@@ -200,8 +200,18 @@ def _metrics(
         **science,
         **scores.extra,
         # The service's own kinds measured their curves themselves (e(k), selection).
-        **({"curves": curves_of(scores.curve, scores.oob)} | _own_metrics(own)),
+        **(
+            {"curves": curves_of(scores.curve, scores.oob) + _fitted_curves(fit)}
+            | _own_metrics(own)
+        ),
     )
+
+
+def _fitted_curves(fit: Fit) -> list[Curve]:
+    """The curves the fitted model carries about its own fit (its kind's
+    ``fitted_curves``: adaboost_mh's Hamming loss and its bound)."""
+    read = fit.kind.fitted_curves
+    return [] if read is None else [Curve(**c) for c in read(fit.ensemble)]
 
 
 def _split(data: TrainingData, fraction: float, random_state: int, notes: list[str]) -> Rows:

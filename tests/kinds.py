@@ -61,6 +61,7 @@ def _ensembles(task: Task) -> dict[str, Spec]:
             "params": {"cv": 3, "max_steps": 6},
             "estimators": members,
         },
+        "adaboost_mh": {"kind": "adaboost_mh", "params": {"n_estimators": 20}},
     }
 
 
@@ -89,7 +90,12 @@ def _in_bagging(kind: str, task: Task) -> Spec:
 
 TASKS: tuple[Task, ...] = ("classification", "regression")
 SPECS: Mapping[tuple[str, Task], Spec] = {
-    **{(kind, task): spec for task in TASKS for kind, spec in _ensembles(task).items()},
+    **{
+        (kind, task): spec
+        for task in TASKS
+        for kind, spec in _ensembles(task).items()
+        if task in KINDS[kind].tasks  # adaboost_mh: classification only
+    },
     **{(kind, task): _in_bagging(kind, task) for kind in _BASES for task in KINDS[kind].tasks},
 }
 

@@ -18,6 +18,7 @@ from ensembles.kinds import (
     PastingVotesClassifier,
     PastingVotesRegressor,
 )
+from ensembles.kinds import adaboost_mh as _mh
 from ensembles.kinds import ensemble_selection as _selection
 
 OWN_KINDS: tuple[Kind, ...] = (
@@ -119,5 +120,28 @@ OWN_KINDS: tuple[Kind, ...] = (
         compiled="voting",
         spec_check=_selection.spec_problems,
         own_plots=("selection_curve",),
+    ),
+    Kind(
+        "adaboost_mh",
+        "ensemble",
+        "Schapire & Singer's AdaBoost.MH: one weight per (row, class) pair; each round a "
+        "tree of max_depth (default: a stump) chosen to minimise Z = 2 sum sqrt(W+ W-) "
+        "gives each leaf a real score per class, 1/2 ln((W+ + eps)/(W- + eps)); the label "
+        "is the class with the largest summed score. Classification only.",
+        {"classification": _mh.AdaBoostMHClassifier},
+        params=(
+            P("n_estimators", N_EST, 100, "Boosting rounds (members)."),
+            P("learning_rate", Num(0, lo_open=True), 1.0, "Scale of each member's scores."),
+            P("max_depth", Int(1, 16), 1, "Depth of each member (1: stumps)."),
+        ),
+        size_param="n_estimators",
+        growth="own",
+        curve="stages",
+        combination="sum",
+        labels="raw_gt",
+        importances="estimator",
+        hardest_rows=_mh.hardest_rows,
+        fitted_curves=_mh.fitted_curves,
+        libraries=("ensemble-service",),
     ),
 )

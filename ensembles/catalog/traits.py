@@ -84,6 +84,9 @@ Importances = Literal["estimator", "members_mean", "none"]
 HardestRows = Callable[[Any, Any, Any, Any], tuple[dict[str, Any] | None, str | None]]
 # Why the fitted model has fewer members than asked (None: it has them all).
 StopNote = Callable[[Any], str | None]
+# Curves the fitted model carries about its own fit, in the shape of
+# ``ensembles.reports.Curve`` (adaboost_mh: training Hamming loss and prod Z_t per round).
+FittedCurves = Callable[[Any], list[dict[str, Any]]]
 
 
 @dataclass(frozen=True)
@@ -154,6 +157,10 @@ class Kind:
     importances: Importances = "none"
     hardest_rows: HardestRows | None = None
     stop_note: StopNote | None = None
+    fitted_curves: FittedCurves | None = None
+    # Distributions beyond scikit-learn's stack that loading its fitted model needs (its
+    # own class is in the artifact): the version's lineage gives their versions.
+    libraries: tuple[str, ...] = ()
     # Plots only this kind's versions have (ensembles.plots.catalog names them).
     own_plots: tuple[str, ...] = ()
 
