@@ -1,18 +1,18 @@
 """AdaBoost.MH (Schapire & Singer 2000, "Improved boosting algorithms using
 confidence-rated predictions"; BoosTexter), for any number of classes.
 
-One weight D(i, l) per (row, class) pair, with labels Y_il = +1 if row i is of class l,
-else -1; D_1 is uniform over the pairs (row weights, when given, spread over each row's
-classes).  Each round fits a domain-partitioning weak learner: a tree of ``max_depth``
-whose leaf j gives class l the real score c_jl = 1/2 ln((W+_jl + eps) / (W-_jl + eps)),
-W±_jl the weight of the pairs in leaf j with Y_il = ±1, smoothed by eps = 1/(n k) as the
-paper suggests.  A split is chosen to minimise Z = 2 sum_j sum_l sqrt(W+_jl W-_jl): for a
-stump exactly (every feature, every cut between distinct values); a deeper tree grows
-greedily, each node taking the split that most lowers its own part of Z (Z is a sum over
-leaves), and splitting only while that lowers it.  ``learning_rate`` scales the scores:
-h_t = learning_rate * c.  Then D_{t+1}(i, l) = D_t(i, l) exp(-Y_il h_t(x_i, l)) / Z_t,
-Z_t the actual normaliser (smoothing and learning rate included), so the training Hamming
-loss (pairs with Y_il f(x_i, l) <= 0) never exceeds prod Z_t (the paper's Theorem 1).
+One weight D(i, l) per (row, class) pair, Y_il = +1 if row i is of class l, else -1;
+D_1 uniform over the pairs (row weights, when given, spread over each row's classes).
+Each round a tree of ``max_depth`` gives its leaf j the score per class
+c_jl = 1/2 ln((W+_jl + eps) / (W-_jl + eps)), W±_jl the weight of the leaf's pairs with
+Y_il = ±1, eps = 1/(n k) as the paper suggests.  Splits minimise
+Z = 2 sum_j sum_l sqrt(W+_jl W-_jl): a stump exactly (every feature, every cut between
+distinct values); a deeper tree greedily, node by node (Z is a sum over leaves and a split
+never raises it), splitting while a node holds pairs of both signs of some class, even
+when that level gains nothing (XOR pays off one level down).  h_t = learning_rate * c,
+and D_{t+1}(i, l) = D_t(i, l) exp(-Y_il h_t(x_i, l)) / Z_t with Z_t the actual
+normaliser, so the training Hamming loss (pairs with Y_il f(x_i, l) <= 0) never exceeds
+prod Z_t (the paper's Theorem 1).
 
 f(x, l) = sum_t h_t(x, l); the label is the first l maximising it.  Probabilities are
 sigma(2 f(x, l)) normalised over the classes: AdaBoost.MH minimises the sum over classes
@@ -126,11 +126,11 @@ class _Round:
         w_pos, w_neg = self.pos[rows].sum(axis=0), self.neg[rows].sum(axis=0)
         split = self.best_split(rows) if depth > 0 else None
         own = 2 * float(np.sqrt(w_pos * w_neg).sum())
-        if split is None or not split.z < own:
+        if split is None or own == 0:  # no cut, or every class pure: nothing to lower
             nodes.value[node] = scale * 0.5 * np.log((w_pos + eps) / (w_neg + eps))
             leaf_of[rows] = node
             return node
-        gains[split.feature] += own - split.z
+        gains[split.feature] += max(own - split.z, 0.0)  # never negative but for rounding
         goes_left = self.X[:, split.feature] <= split.threshold
         nodes.feature[node], nodes.threshold[node] = split.feature, split.threshold
         args = (depth - 1, eps, scale, leaf_of, gains)
