@@ -1,5 +1,5 @@
-"""AdaBoost.MH (Schapire & Singer 2000, "Improved boosting algorithms using
-confidence-rated predictions"; BoosTexter), for any number of classes.
+"""AdaBoost.MH (Schapire & Singer 1999, "Improved boosting algorithms using
+confidence-rated predictions"; BoosTexter, 2000), for any number of classes.
 
 One weight D(i, l) per (row, class) pair, Y_il = +1 if row i is of class l, else -1;
 D_1 uniform over the pairs (row weights, when given, spread over each row's classes).
