@@ -1,4 +1,5 @@
-"""The service's own algorithms, each ending as plain scikit-learn objects in the artifact.
+"""The service's own algorithms, each ending as plain scikit-learn objects in the artifact
+(but one).
 
 * :mod:`ensembles.kinds.pasting_votes` — Breiman's pasting of small votes (Rvotes,
   Ivotes) with out-of-bag stopping;
@@ -6,7 +7,9 @@
   over :mod:`ensembles.kinds.selection` (the greedy selection on a prediction matrix);
 * :mod:`ensembles.kinds.base` — what they share: the report they leave, the fitted
   ``VotingClassifier`` / ``VotingRegressor`` they become;
-* :mod:`ensembles.kinds.adaboost` — what scikit-learn's AdaBoost needs beyond its class.
+* :mod:`ensembles.kinds.adaboost` — what scikit-learn's AdaBoost needs beyond its class;
+* :mod:`ensembles.kinds.adaboost_mh` — Schapire & Singer's AdaBoost.MH, the exception:
+  no scikit-learn class computes it, so its own class stays in the artifact (any level).
 
 Training fits one like any estimator (with a ``monitor`` for progress and cancellation),
 then :func:`adopt` puts the plain scikit-learn ensemble it became in its place in the

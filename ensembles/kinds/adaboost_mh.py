@@ -34,7 +34,7 @@ import numpy as np
 from numpy.typing import NDArray
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ensembles.kinds.base import Monitor, curve
 from ensembles.science.hardest_rows import TOP_ROWS
@@ -124,9 +124,10 @@ class _Round:
     ) -> int:
         node = nodes.add(self.pos.shape[1])
         w_pos, w_neg = self.pos[rows].sum(axis=0), self.neg[rows].sum(axis=0)
-        split = self.best_split(rows) if depth > 0 else None
         own = 2 * float(np.sqrt(w_pos * w_neg).sum())
-        if split is None or own == 0:  # no cut, or every class pure: nothing to lower
+        # Every class pure (own 0) leaves nothing to lower; else the best cut, if any.
+        split = self.best_split(rows) if depth > 0 and own > 0 else None
+        if split is None:
             nodes.value[node] = scale * 0.5 * np.log((w_pos + eps) / (w_neg + eps))
             leaf_of[rows] = node
             return node
@@ -168,9 +169,7 @@ class AdaBoostMHClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[misc
         check_classification_targets(y)
         self.classes_, codes = np.unique(y, return_inverse=True)
         n, k = len(codes), len(self.classes_)
-        weights = _check_sample_weight(sample_weight, X, dtype=np.float64)
-        if not weights.sum() > 0:
-            raise ValueError("sample weights must not all be zero")
+        weights = _row_weights(sample_weight, n)
         signs = np.full((n, k), -1.0)
         signs[np.arange(n), codes] = 1.0
         start = np.repeat(weights[:, np.newaxis] / (weights.sum() * k), k, axis=1)
@@ -276,6 +275,18 @@ class AdaBoostMHClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[misc
     def staged_predict_proba(self, X: Any) -> Iterator[FloatArray]:
         for scores in self.staged_class_scores(X):
             yield probabilities(scores)
+
+
+def _row_weights(sample_weight: Any, n: int) -> FloatArray:
+    """The rows' weights (a bagging draw, AdaBoost's reweighting), 1 each by default."""
+    if sample_weight is None:
+        return np.ones(n)
+    weights = np.asarray(sample_weight, dtype=np.float64).reshape(-1)
+    if weights.shape != (n,) or not np.all(np.isfinite(weights)) or np.any(weights < 0):
+        raise ValueError(f"sample_weight must be {n} finite non-negative numbers")
+    if not weights.sum() > 0:
+        raise ValueError("sample weights must not all be zero")
+    return weights
 
 
 def probabilities(scores: FloatArray) -> FloatArray:

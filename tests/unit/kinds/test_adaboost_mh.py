@@ -303,3 +303,18 @@ def test_the_artifact_loads_where_the_service_is_installed(tmp_path: Path) -> No
     predicted, module = done.stdout.strip().splitlines()
     assert predicted == str(list(model.pipeline.predict(data.X.iloc[:20])))
     assert module == "ensembles.kinds.adaboost_mh"
+
+
+def test_row_weights_start_the_pair_weights_and_weight_the_hamming_loss() -> None:
+    X, y = load_wine(return_X_y=True)
+    plain = AdaBoostMHClassifier(8).fit(X, y)
+    doubled = AdaBoostMHClassifier(8).fit(X, y, sample_weight=np.full(len(y), 2.0))
+    np.testing.assert_array_equal(doubled.tree_value_, plain.tree_value_)  # D_1 the same
+    w = np.random.default_rng(0).integers(0, 4, len(y)).astype(float)
+    weighted = AdaBoostMHClassifier(8).fit(X, y, sample_weight=w)
+    signs = np.where(y[:, np.newaxis] == weighted.classes_[np.newaxis, :], 1.0, -1.0)
+    wrong = (signs * weighted.class_scores(X) <= 0).mean(axis=1)  # per row, over classes
+    assert weighted.train_hamming_loss_[-1] == pytest.approx(np.sum(w * wrong) / w.sum())
+    assert np.all(weighted.train_hamming_loss_ <= np.cumprod(weighted.normalizers_))
+    with pytest.raises(ValueError, match="non-negative"):
+        AdaBoostMHClassifier(2).fit(X, y, sample_weight=-w)
