@@ -33,6 +33,7 @@ from ensembles.kinds import (
     PastingVotesClassifier,
     PastingVotesRegressor,
 )
+from ensembles.kinds.adaboost_mh import AdaBoostMHClassifier
 from ensembles.parallel import MemberPool
 from ensembles.specs import EvaluationSpec, parse_estimator_spec
 from ensembles.training import FittedModel, train
@@ -324,6 +325,12 @@ FIDELITY: list[Any] = [
             bag_fraction=0.5,
             random_state=RS,
         ),
+    ),
+    (
+        "adaboost_mh",
+        "classification",
+        {"kind": "adaboost_mh", "params": {"n_estimators": 30, "max_depth": 2}},
+        lambda: AdaBoostMHClassifier(30, max_depth=2),
     ),
 ]
 
