@@ -352,15 +352,10 @@ def fitted_curves(model: AdaBoostMHClassifier) -> list[dict[str, Any]]:
     marks = np.unique(np.ceil(np.linspace(1, total, min(total, MAX_POINTS))).astype(np.intp))
     bound = np.cumprod(model.normalizers_)
     x = marks.tolist()
+    label = "Hamming loss (training pairs)"  # one panel: the loss under its bound
     return [
         curve(
-            "train_hamming_loss",
-            "rounds",
-            x,
-            "Hamming loss (training rows, (row, class) pairs)",
-            model.train_hamming_loss_[marks - 1].tolist(),
+            "train_hamming_loss", "members", x, label, model.train_hamming_loss_[marks - 1].tolist()
         ),
-        curve(
-            "hamming_loss_bound", "rounds", x, "prod Z_t (bound on it)", bound[marks - 1].tolist()
-        ),
+        curve("hamming_loss_bound", "members", x, label, bound[marks - 1].tolist()),
     ]

@@ -128,3 +128,13 @@ async def test_out_of_range_parameters_are_refused_at_their_field(
     response = await served.api.submit("refused", body)
     assert response.status_code == 422, response.text
     assert ["ensemble", "params", name] in locs(response)
+
+
+async def test_its_report_and_every_plot_it_has_are_drawn(served: Served) -> None:
+    version = (await served.api.client.get("/v1/models/mh/versions/1")).json()
+    assert {"oob_curve", "feature_importances"} <= set(version["plots"])  # curves: one plot
+    for plot in version["plots"]:
+        response = await served.api.client.get(f"/v1/models/mh/versions/1/plots/{plot}")
+        assert response.status_code == 200, (plot, response.text)
+    report = await served.api.client.get("/v1/models/mh/versions/1/report")
+    assert report.status_code == 200 and "Hamming loss" in report.text
