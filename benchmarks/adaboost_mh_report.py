@@ -5,7 +5,10 @@ two to ten classes, and its training Hamming loss against the bound prod Z_t.
 Each model is fitted on 75 % of the rows (stratified, seeds 0-2) and scored on the
 rest; figures are means over the seeds.  One thread (the machine is shared).
 
-    PYTHONPATH=. .venv/bin/python benchmarks/adaboost_mh_report.py [--rounds N]
+    PYTHONPATH=. .venv/bin/python benchmarks/adaboost_mh_report.py [--rounds N] [--predict]
+
+``--predict``: in-process ``predict_proba`` of one row (median of 200) and of 10,000 rows
+(digits repeated) for both, fitted on digits.
 """
 
 from __future__ import annotations
@@ -68,6 +71,32 @@ def main(rounds: int) -> None:
             )
 
 
+def predict_times(rounds: int) -> None:
+    X, y = datasets.load_digits(return_X_y=True)
+    rows = np.tile(X, (6, 1))[:10_000]
+    print("| depth | model | 1 row, p50 | 10,000 rows |")
+    print("|---|---|---|---|")
+    for depth in (1, 3):
+        models = {
+            "adaboost_mh": AdaBoostMHClassifier(rounds, max_depth=depth),
+            "AdaBoost (SAMME)": AdaBoostClassifier(
+                DecisionTreeClassifier(max_depth=depth), n_estimators=rounds, random_state=0
+            ),
+        }
+        for name, model in models.items():
+            model.fit(X, y)
+            one = []
+            for _ in range(200):
+                started = time.perf_counter()
+                model.predict_proba(X[:1])
+                one.append(time.perf_counter() - started)
+            started = time.perf_counter()
+            model.predict_proba(rows)
+            many = time.perf_counter() - started
+            print(f"| {depth} | {name} | {1e3 * np.median(one):.2f} ms | {many:.3f} s |")
+
+
 if __name__ == "__main__":
     args = sys.argv[1:]
-    main(int(args[args.index("--rounds") + 1]) if "--rounds" in args else 100)
+    n_rounds = int(args[args.index("--rounds") + 1]) if "--rounds" in args else 100
+    (predict_times if "--predict" in args else main)(n_rounds)
