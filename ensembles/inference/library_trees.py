@@ -26,7 +26,7 @@ import ctypes
 import ctypes.util
 import json
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
@@ -70,6 +70,16 @@ class Sum32:
 
     base: tuple[float, ...]  # float32 values
     trees: tuple[tuple[int, ...], ...]
+    # The trees column after column, as one index array, when every column has as many
+    # (XGBoost grows one per class per round); else None.
+    grouped: NDArray[np.intp] | None = field(default=None, compare=False)
+
+
+def _sum32(base: Float32Array, trees: tuple[tuple[int, ...], ...]) -> Sum32:
+    grouped = (
+        np.asarray(trees, dtype=np.intp).ravel() if len({len(t) for t in trees}) == 1 else None
+    )
+    return Sum32(tuple(float(b) for b in base), trees, grouped)
 
 
 @dataclass(frozen=True, eq=False)
@@ -131,7 +141,7 @@ def _import_xgboost(estimator: Any) -> Imported:
         base = _logistic_base(config["learner_model_param"]["base_score"])
     class_id = np.asarray(header["class_id"], dtype=np.intp)
     trees = tuple(tuple(np.flatnonzero(class_id == c).tolist()) for c in range(n_columns))
-    sum32 = Sum32(tuple(float(b) for b in np.resize(base, n_columns)), trees)
+    sum32 = _sum32(np.resize(base, n_columns), trees)
     return Imported(model, None if reason else link, reason, n_columns, sum32)
 
 
@@ -185,7 +195,14 @@ def margins32(model: Any, X: FloatArray, sum32: Sum32) -> FloatArray:
     else:
         per = impl(model, X, config=_PER_TREE)
     scores = np.asarray(per, dtype=np.float32).reshape(X.shape[0], -1)
-    out = np.empty((X.shape[0], len(sum32.trees)), dtype=np.float64)
+    n, k = X.shape[0], len(sum32.trees)
+    grouped = sum32.grouped
+    if grouped is not None:  # one accumulate over (row, column, base + its trees)
+        terms = np.empty((n, k, grouped.size // k + 1), dtype=np.float32)
+        terms[:, :, 0] = np.asarray(sum32.base, dtype=np.float32)
+        terms[:, :, 1:] = scores[:, grouped].reshape(n, k, -1)
+        return np.add.accumulate(terms, axis=2)[:, :, -1].astype(np.float64)
+    out = np.empty((n, k), dtype=np.float64)
     for column, (base, trees) in enumerate(zip(sum32.base, sum32.trees, strict=True)):
         start = np.full((X.shape[0], 1), base, dtype=np.float32)
         terms = np.hstack([start, scores[:, list(trees)]])
@@ -205,6 +222,7 @@ def _libm() -> Any:
 
 
 _LIBM = _libm()
+_FEW = 16  # values for which calling the C library directly is the faster way
 
 
 def _logf(x: float) -> np.float32:
@@ -213,6 +231,8 @@ def _logf(x: float) -> np.float32:
 
 def expf(x: Float32Array) -> Float32Array:
     """The C library's ``expf`` of float32 values, elementwise."""
+    if _LIBM is not None and x.size <= _FEW:  # a request of a row or two: call it
+        return np.asarray([_LIBM.expf(v) for v in x.ravel().tolist()], np.float32).reshape(x.shape)
     wide = np.exp(x.astype(np.float64))
     out = wide.astype(np.float32)
     if _LIBM is None:
