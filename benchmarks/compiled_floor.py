@@ -324,7 +324,9 @@ def main() -> None:
     started = time.perf_counter()
     models = COMPOSITES if args.composites else MODELS
     if args.libraries:
-        results = [measure_library(module, name, args) for module, name in LIBRARIES]
+        with warnings.catch_warnings():  # feature names: fitted on a frame, asked with arrays
+            warnings.simplefilter("ignore", UserWarning)
+            results = [measure_library(module, name, args) for module, name in LIBRARIES]
     else:
         results = [measure(label, dataset, raw, args) for label, dataset, raw in models]
     show(results, args.batch)
