@@ -288,7 +288,7 @@ def _missing_and_unseen(trees: list[_Nodes], base: FloatArray) -> FloatArray:
     for j in sorted(categorical):
         finite = base[:, j][np.isfinite(base[:, j])]
         low, high = (finite.min(), finite.max()) if finite.size else (0.0, 0.0)
-        for unseen in (high + 1.0, low + 0.5, -1.0):
+        for unseen in (high + 1.0, low + 0.5, -1.0, -0.5):
             rows = base.copy()
             rows[:, j] = unseen
             parts.append(rows)

@@ -80,8 +80,10 @@ class Plan:
     categories: tuple[tuple[int, FloatArray], ...] = ()
     nan_routed: bool = False  # float32 rows keep NaN, which the trees route (XGBoost)
     sum32: Sum32 | None = None  # XGBoost: scores are its float32 sums of the trees
-    # LightGBM reads |x| <= its kZeroThreshold (1e-35f) as 0 before comparing.
+    # LightGBM reads |x| <= its kZeroThreshold (1e-35f) as 0 before comparing, and a
+    # categorical column's value as int(x): (-1, 0) is category 0 (listed columns).
     tiny_as_zero: bool = False
+    truncated: tuple[int, ...] = ()
 
     @property
     def routes_missing(self) -> bool:
@@ -148,7 +150,7 @@ def _library_plan(estimator: BaseEstimator, route: Compiled, classifier: bool) -
     chosen: Link = _LIBRARY_LINKS[found.link]
     if route == "xgboost":  # compares float32(x), sums in float32 (library_trees)
         return Plan(True, False, chosen, decision, nan_routed=True, sum32=found.sum32)
-    return Plan(False, True, chosen, decision, tiny_as_zero=True)
+    return Plan(False, True, chosen, decision, tiny_as_zero=True, truncated=found.categorical)
 
 
 _LIBRARY_LINKS: dict[str, Link] = {
@@ -275,7 +277,12 @@ def cast_rows(X: FloatArray, plan: Plan) -> FloatArray | None:
     which scikit-learn refuses; histogram boosting compares float64 and routes NaN.
     """
     if plan.tiny_as_zero:
-        return np.where(np.abs(X) <= LIGHTGBM_ZERO, 0.0, X)  # NaN stays NaN
+        out = np.where(np.abs(X) <= LIGHTGBM_ZERO, 0.0, X)  # NaN stays NaN
+        if plan.truncated:
+            columns = list(plan.truncated)
+            codes = out[:, columns]
+            out[:, columns] = np.where((codes > -1.0) & (codes < 0.0), 0.0, codes)
+        return out
     if not plan.float32:
         return _unknown_as_missing(X, plan.categories)
     with np.errstate(over="ignore", invalid="ignore"):

@@ -12,9 +12,10 @@ are computed as each library computes its own (issue 22).
   in float32 (treelite's, computed in float64, is an ulp off); ``expf`` is the C
   library's, which numpy's float32 ``exp`` is not, so it is computed in float64 and only
   values within 1% of an ulp of a float32 rounding midpoint ask the C library itself.
-* Categorical splits are not compiled: XGBoost's categorical encoder is refused by
-  treelite, and LightGBM's categorical routing of codes it never saw, negative or
-  non-integer codes is its own; those models are answered by the library.
+* LightGBM's categorical splits route every code as LightGBM does (codes it never saw,
+  NaN, beyond int32 alike) but for values in (-1, 0), which LightGBM truncates to
+  category 0 and treelite reads as negative: those are made 0 first.  XGBoost's
+  categorical models are refused by treelite's importer and answered by XGBoost.
 
 Imports are kept per fitted estimator (weakly), so planning and importing read the
 booster once.
@@ -91,6 +92,7 @@ class Imported:
     reason: str | None
     n_columns: int  # output columns: classes of a multiclass model, else 1
     sum32: Sum32 | None  # XGBoost only
+    categorical: tuple[int, ...] = ()  # LightGBM's columns with categorical splits
 
 
 _IMPORTED: weakref.WeakKeyDictionary[Any, Imported] = weakref.WeakKeyDictionary()
@@ -163,17 +165,13 @@ def _import_lightgbm(estimator: Any) -> Imported:
         reason = f"LightGBM's output transform {postprocessor!r} is not compiled"
     if reason is None and link == "expit" and header["sigmoid_alpha"] != 1.0:
         reason = "LightGBM's sigmoid with a scale other than 1 is not compiled"
-    if reason is None and _has_categorical_split(model):
-        reason = (
-            "LightGBM's categorical splits are answered by LightGBM (its routing of codes "
-            "it never saw, negative or non-integer codes is its own)"
-        )
-    return Imported(model, None if reason else link, reason, n_columns, None)
+    categorical = _categorical_columns(model)
+    return Imported(model, None if reason else link, reason, n_columns, None, categorical)
 
 
-def _has_categorical_split(model: Any) -> bool:
-    dumped = json.loads(model.dump_as_json(pretty_print=False))
-    return any(tree.get("has_categorical_split") for tree in dumped["trees"])
+def _categorical_columns(model: Any) -> tuple[int, ...]:
+    found = {int(t.feature[i]) for t in split_nodes(model) for i in np.flatnonzero(t.categorical)}
+    return tuple(sorted(found))
 
 
 # --- evaluating -------------------------------------------------------------------------

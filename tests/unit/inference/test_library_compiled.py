@@ -273,37 +273,58 @@ def test_lightgbm_tiny_values_are_zero_as_lightgbm_reads_them() -> None:
 
 
 def _categorical_table() -> tuple[pd.DataFrame, pd.Series]:
+    """Four numeric columns and ``code``, categories 0-5 of which 1 and 4 flip the label."""
     X, y = table("breast_cancer")
     X = X.iloc[:, :4].copy()
     codes = np.random.default_rng(RS).integers(0, 6, len(X))
-    X["code"] = pd.Categorical(codes)
+    X["code"] = codes.astype(np.float64)
     y = pd.Series(np.where(np.isin(codes, [1, 4]), 1 - y, y), index=X.index)
     return X, y
 
 
-def test_lightgbm_categorical_splits_are_refused_and_lightgbm_answers() -> None:
+def _code_rows(X: pd.DataFrame) -> NDArray[Any]:
+    """Rows whose code is every known category, unseen, negative, fractional or missing."""
+    codes = [0, 1, 2, 3, 4, 5, 6, 100, -1, -0.5, -1e-36, 2.7, np.nan, 1e10, 2.0**31 + 1]
+    base = np.array(X.iloc[:20], dtype=np.float64)
+    parts = []
+    for code in codes:
+        rows = base.copy()
+        rows[:, -1] = code
+        parts.append(rows)
+    return np.vstack(parts)
+
+
+def test_lightgbm_categorical_splits_are_compiled_as_lightgbm_routes_codes() -> None:
+    """Treelite routes LightGBM's category lists as LightGBM does, but for codes in
+    (-1, 0), which LightGBM truncates to category 0: an engine that does not is refused."""
     X, y = _categorical_table()
     model = library(lightgbm.LGBMClassifier, min_data_per_group=5, cat_smooth=1.0)
-    pipeline = Pipeline([("identity", FunctionTransformer()), ("model", model)]).fit(X, y)
+    pipeline = Pipeline([("identity", FunctionTransformer()), ("model", model)])
+    pipeline.fit(X, y, model__categorical_feature=[4])
     engine, report = compile_model(pipeline, "classification", X, calibrate=False)
-    assert engine is None and not report.ok
-    assert report.reason is not None and "categorical splits" in report.reason
-    library_engine = SklearnEngine(model, "classification")
-    rows = X.iloc[:40].copy()
-    rows["code"] = pd.Categorical([7, -1, 2, 3] * 10, categories=X["code"].cat.categories)
-    answer = library_engine.answer(rows, with_proba=True)
-    np.testing.assert_array_equal(answer.predictions, model.predict(rows))
-    assert answer.probabilities is not None
-    np.testing.assert_array_equal(answer.probabilities, model.predict_proba(rows))
+    assert report.ok, report.reason
+    assert isinstance(engine, CompiledModel) and engine.plan.truncated == (4,)
+    rows = _code_rows(X)
+    assert_answers_as_library(engine, rows, "classification")
+    literal = replace(engine, plan=replace(engine.plan, truncated=()))
+    reason, _ = compiling._check(literal, rows)
+    assert reason is not None  # the gate catches an engine that reads -0.5 as negative
+    X_probe = np.array(X, dtype=np.float64)
+    assert compiling._check(literal, X_probe)[0] is None  # (only such codes differ)
 
 
-def test_xgboost_categorical_models_are_refused_with_treelites_reason() -> None:
+def test_xgboost_categorical_models_are_refused_and_xgboost_answers() -> None:
     X, y = _categorical_table()
+    X = X.assign(code=pd.Categorical(X["code"].astype(int)))
     model = library(xgboost.XGBClassifier, enable_categorical=True, tree_method="hist")
     pipeline = Pipeline([("identity", FunctionTransformer()), ("model", model)]).fit(X, y)
     engine, report = compile_model(pipeline, "classification", X, calibrate=False)
     assert engine is None and not report.ok
     assert report.reason is not None and "treelite cannot import XGBClassifier" in report.reason
+    answer = SklearnEngine(model, "classification").answer(X.iloc[:40], with_proba=True)
+    np.testing.assert_array_equal(answer.predictions, model.predict(X.iloc[:40]))
+    assert answer.probabilities is not None
+    np.testing.assert_array_equal(answer.probabilities, model.predict_proba(X.iloc[:40]))
 
 
 @pytest.mark.parametrize(
