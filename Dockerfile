@@ -22,10 +22,11 @@ SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 
 # DL3008: packages come from the base image's own suite (bookworm and its security
 # updates); pinning exact Debian revisions would break the build at every point release.
+# libgomp1: LightGBM's wheel links the system's OpenMP runtime (the import check below).
 # hadolint ignore=DL3008
 RUN apt-get update \
     && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-        ca-certificates python3 python3-venv \
+        ca-certificates libgomp1 python3 python3-venv \
     && rm -rf /var/lib/apt/lists/*
 
 ENV PIP_NO_CACHE_DIR=1 \
@@ -38,14 +39,15 @@ WORKDIR /src
 
 # Dependencies first, from pyproject.toml alone, so that a change to the code or the README
 # reuses this (large) layer. The version ranges are the ones pyproject.toml declares, with
-# its postgres, s3 and dask extras (the image serves the scaled-out deployment) and its
-# export extra (skops and ONNX exports, docs/export.md).
+# its postgres, s3 and dask extras (the image serves the scaled-out deployment), its
+# export extra (skops and ONNX exports, docs/export.md) and its boosting extra (the kinds
+# xgboost, lightgbm, catboost; xgboost-cpu: no CUDA libraries).
 COPY pyproject.toml ./
 RUN --mount=type=secret,id=pipcert,required=false \
     --mount=type=secret,id=pipconf,required=false \
     if [ -s /run/secrets/pipcert ]; then export PIP_CERT=/run/secrets/pipcert; fi; \
     if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; fi; \
-    python3 -c 'import tomllib; p = tomllib.load(open("pyproject.toml", "rb"))["project"]; extras = p["optional-dependencies"]; print("\n".join(p["dependencies"] + extras["postgres"] + extras["s3"] + extras["dask"] + extras["export"]))' \
+    python3 -c 'import tomllib; p = tomllib.load(open("pyproject.toml", "rb"))["project"]; extras = p["optional-dependencies"]; print("\n".join(p["dependencies"] + extras["postgres"] + extras["s3"] + extras["dask"] + extras["export"] + extras["boosting"]))' \
         > /tmp/requirements.txt \
     && /opt/venv/bin/pip install --prefer-binary -r /tmp/requirements.txt
 
@@ -71,10 +73,11 @@ LABEL org.opencontainers.image.title="Ensemble Service" \
       org.opencontainers.image.base.name="debian:bookworm-slim"
 
 # DL3008: as in the build stage. The venv's python is a link to /usr/bin/python3, the
-# same Debian Python 3.11 as in the build stage.
+# same Debian Python 3.11 as in the build stage; libgomp1 is LightGBM's OpenMP runtime.
 # hadolint ignore=DL3008
 RUN apt-get update \
-    && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends python3 \
+    && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+        libgomp1 python3 \
     && rm -rf /var/lib/apt/lists/* \
     && groupadd --gid 10001 ensemble \
     && useradd --uid 10001 --gid ensemble --no-create-home --no-log-init \

@@ -11,11 +11,13 @@ onnxruntime``: not project dependencies), ONNX Runtime is measured as the other 
 engine, with its largest difference from scikit-learn.
 
 ``--composites`` measures voting, stacking and bagging ensembles instead, whose tree
-members are compiled (:mod:`ensembles.inference.composite`); ``--batch`` sets the large
-request size.
+members are compiled (:mod:`ensembles.inference.composite`); ``--libraries`` a 100-round
+XGBoost and LightGBM classifier fitted directly on breast_cancer, the "sklearn" columns
+then being the library's own ``predict_proba`` on the same (unprocessed) rows;
+``--batch`` sets the large request size.
 
     .venv/bin/python benchmarks/compiled_floor.py [--repeats 200] [--batch-repeats 20]
-        [--batch 10000] [--composites] [--json results.json]
+        [--batch 10000] [--composites | --libraries] [--json results.json]
 
 Single-process, no network; a few minutes at most on 2 cores.  Medians, with the
 interquartile range beside them.
@@ -33,8 +35,10 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from numpy.typing import NDArray
 from sklearn import datasets
 from sklearn.pipeline import Pipeline
+from sklearn.preprocessing import FunctionTransformer
 
 from ensembles import (
     EvaluationSpec,
@@ -206,6 +210,59 @@ def measure(label: str, dataset: str, raw: dict[str, Any], args: argparse.Namesp
     return result
 
 
+LIBRARIES = (("xgboost", "XGBClassifier"), ("lightgbm", "LGBMClassifier"))
+
+
+def measure_library(module: str, name: str, args: argparse.Namespace) -> Any:
+    """A 100-round library classifier: its own predict_proba against the compiled engine."""
+    import importlib
+
+    frame = LOADERS["breast_cancer"](as_frame=True).frame
+    X, y = frame.drop(columns="target"), frame["target"].to_numpy()
+    quiet = {"verbose": -1} if module == "lightgbm" else {}
+    estimator = getattr(importlib.import_module(module), name)(
+        n_estimators=100, random_state=SEED, **quiet
+    )
+    pipeline = Pipeline([("columns", FunctionTransformer()), ("model", estimator)]).fit(X, y)
+    engine, report = compile_model(pipeline, "classification", X, SEED)
+    label = f"{module} 100 (breast_cancer)"
+    result: dict[str, Any] = {"model": label, "fidelity": report.as_dict()}
+    if engine is None:
+        return result
+    rng = np.random.default_rng(SEED)
+    Xn = X.to_numpy()
+    batch = Xn[rng.integers(0, len(Xn), args.batch)]
+    singles = [Xn[[i]] for i in rng.integers(0, len(Xn), 16)]
+
+    def cycling(call: Callable[[NDArray[Any]], Any]) -> Callable[[], Any]:
+        rows = iter(np.resize(np.arange(len(singles)), args.repeats * 2).tolist())
+        return lambda: call(singles[next(rows)])
+
+    def ours(rows: NDArray[Any]) -> Any:
+        return engine.answer(rows, with_proba=True)
+
+    result["one_row"] = {
+        "sklearn_us": timings(cycling(estimator.predict_proba), args.repeats),
+        "compiled_us": timings(cycling(ours), args.repeats),
+    }
+    result["batch"] = {
+        "sklearn_us": timings(partial(estimator.predict_proba, batch), args.batch_repeats),
+        "compiled_us": timings(partial(ours, batch), args.batch_repeats),
+    }
+    result["engine_only_one_row_us"] = timings(partial(engine.predict, singles[0]), args.repeats)[0]
+    result["crossover_swept"] = next(
+        (
+            size
+            for size in SWEEP
+            if timings(partial(estimator.predict_proba, batch[:size]), 15)[0]
+            <= timings(partial(ours, batch[:size]), 15)[0]
+        ),
+        None,
+    )
+    result["onnxruntime"] = {"skipped": "not measured for the boosting libraries"}
+    return result
+
+
 def show(results: list[dict[str, Any]], batch: int) -> None:
     head = (
         f"{'model':40} {'rows':>6} {'sklearn p50':>12} {'compiled p50':>13} {'ratio':>7}"
@@ -261,11 +318,17 @@ def main() -> None:
     parser.add_argument("--batch-repeats", type=int, default=20, help="10,000-row repeats")
     parser.add_argument("--batch", type=int, default=BATCH, help="rows of the large request")
     parser.add_argument("--composites", action="store_true", help="voting, stacking, bagging")
+    parser.add_argument("--libraries", action="store_true", help="XGBoost and LightGBM, 100")
     parser.add_argument("--json", help="also write the results to this file")
     args = parser.parse_args()
     started = time.perf_counter()
     models = COMPOSITES if args.composites else MODELS
-    results = [measure(label, dataset, raw, args) for label, dataset, raw in models]
+    if args.libraries:
+        with warnings.catch_warnings():  # feature names: fitted on a frame, asked with arrays
+            warnings.simplefilter("ignore", UserWarning)
+            results = [measure_library(module, name, args) for module, name in LIBRARIES]
+    else:
+        results = [measure(label, dataset, raw, args) for label, dataset, raw in models]
     show(results, args.batch)
     print(f"\n({time.perf_counter() - started:.0f} s; medians; ratio = sklearn / compiled)")
     if args.json:

@@ -17,9 +17,14 @@ more than the fit (members' scores, the OOB curve, the compiled-engine verdict, 
 artifact with its sha256), all counted. Timings on a shared machine are noisy: compare
 within one run.
 
+``--lightgbm`` (issue 22): a 500-round LightGBM classifier (kind ``lightgbm``) on 200,000
+x 20 rows (``--quick``: 50,000 x 20, 100 rounds), the service on local workers against
+``LGBMClassifier(n_estimators=500, n_jobs=<CPUs>)`` fitted directly on the same rows with
+the same threads (the service's worker uses a thread per CPU); goal: at most 1.15.
+
     make bench BENCH_ARGS="--only bench-train-scale [--quick]"      # or:
     .venv/bin/python benchmarks/train_scale.py [--quick] [--rows N] [--features N]
-        [--trees N] [--rounds N] [--json PATH]
+        [--trees N] [--rounds N] [--json PATH] [--lightgbm]
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ from sklearn.datasets import make_classification
 from sklearn.ensemble import RandomForestClassifier
 
 NAME = "bench-train-scale"
+LIGHTGBM_NAME = "bench-train-lightgbm"
 ROOT = Path(__file__).resolve().parents[1]
 SEED = 0
 LEAF = 20
@@ -65,8 +71,16 @@ def parquet(frame: pd.DataFrame) -> bytes:
     return out.getvalue()
 
 
+def forest_spec(trees: int) -> dict[str, Any]:
+    return {"kind": "random_forest", "params": {"n_estimators": trees, "min_samples_leaf": LEAF}}
+
+
+def lightgbm_spec(boosting_rounds: int) -> dict[str, Any]:
+    return {"kind": "lightgbm", "params": {"n_estimators": boosting_rounds}}
+
+
 def through_service(
-    body: bytes, trees: int, rounds: int, **settings: str
+    body: bytes, ensemble: dict[str, Any], rounds: int, **settings: str
 ) -> list[tuple[float, float]]:
     """(seconds from submit to visible version, of which ``train()``: fit and metrics),
     ``rounds`` times, on a fresh service."""
@@ -86,10 +100,7 @@ def through_service(
                 "dataset_id": uploaded.json()["id"],
                 "target": "target",
                 "task": "classification",
-                "ensemble": {
-                    "kind": "random_forest",
-                    "params": {"n_estimators": trees, "min_samples_leaf": LEAF},
-                },
+                "ensemble": ensemble,
                 "evaluation": {"holdout_fraction": 0.0, "cv_folds": 0},
                 "random_state": SEED,
             }
@@ -126,6 +137,68 @@ def direct(frame: pd.DataFrame, trees: int, rounds: int) -> list[float]:
     return walls
 
 
+def direct_lightgbm(frame: pd.DataFrame, boosting_rounds: int, rounds: int) -> list[float]:
+    """LightGBM's own fit on the same rows, with a thread per CPU as the service's worker."""
+    import lightgbm
+
+    X, y = frame.drop(columns="target"), frame["target"].to_numpy()
+    walls = []
+    for _ in range(rounds):
+        model = lightgbm.LGBMClassifier(
+            n_estimators=boosting_rounds, random_state=SEED, n_jobs=os.cpu_count(), verbose=-1
+        )
+        started = time.perf_counter()
+        model.fit(X, y)
+        walls.append(time.perf_counter() - started)
+    return walls
+
+
+def main_lightgbm(args: argparse.Namespace) -> dict[str, Any]:
+    """The 500-round LightGBM scenario: the service on local workers against a direct fit."""
+    rows = args.rows or (50_000 if args.quick else 200_000)
+    features = args.features or 20
+    boosting_rounds = args.trees or (100 if args.quick else 500)
+    frame = table(rows, features)
+    print(
+        f"training at scale: LightGBM of {boosting_rounds} rounds on {rows:,} rows x "
+        f"{features} features, {args.rounds} round(s), {os.cpu_count()} CPUs",
+        flush=True,
+    )
+    directs = direct_lightgbm(frame, boosting_rounds, args.rounds)
+    print(f"  direct fit (n_jobs={os.cpu_count()}): {directs}", flush=True)
+    local = through_service(parquet(frame), lightgbm_spec(boosting_rounds), args.rounds)
+    print(f"  service, local workers: {local} (wall, train())", flush=True)
+    floor = statistics.median(directs)
+    service_s = statistics.median([w for w, _ in local])
+    text = "\n".join(
+        [
+            "| how | median s | ratio to direct | of which train() |",
+            "|---|---:|---:|---:|",
+            f"| LightGBM, direct fit | {floor:.2f} | 1.00 | - |",
+            f"| service, local workers | {service_s:.2f} | {service_s / floor:.2f} "
+            f"| {statistics.median([t for _, t in local]):.2f} |",
+        ]
+    )
+    print()
+    print(text)
+    report = {
+        "rows": rows,
+        "features": features,
+        "boosting_rounds": boosting_rounds,
+        "rounds": args.rounds,
+        "seconds": {"direct": directs, "service_local": [w for w, _ in local]},
+        "train_s": {"service_local": [t for _, t in local]},
+        "ratio": service_s / floor,
+        "goal": 1.15,
+        "table": text,
+    }
+    out = Path(args.json.replace("train_scale.json", "train_scale_lightgbm.json"))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    print(f"written: {out}")
+    return report
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="50,000 x 20, 60 trees")
@@ -134,7 +207,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--trees", type=int)
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--json", default=str(ROOT / "benchmarks/results/train_scale.json"))
+    parser.add_argument(
+        "--lightgbm", action="store_true", help="500-round LightGBM on 200,000 x 20 rows"
+    )
     args = parser.parse_args(argv)
+    if args.lightgbm:
+        return main_lightgbm(args)
     rows = args.rows or (50_000 if args.quick else 500_000)
     features = args.features or (20 if args.quick else 40)
     trees = args.trees or (60 if args.quick else 300)
@@ -151,7 +229,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     results: dict[str, list[float]] = {"direct": direct(frame, trees, args.rounds)}
     print(f"  direct fit (n_jobs=-1): {results['direct']}", flush=True)
     train_s: dict[str, list[float]] = {}
-    local = through_service(body, trees, args.rounds)
+    local = through_service(body, forest_spec(trees), args.rounds)
     results["service_local"], train_s["service_local"] = (
         [w for w, _ in local],
         [t for _, t in local],
@@ -161,7 +239,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None
     ) as cluster:
         on_dask = through_service(
-            body, trees, args.rounds, ENSEMBLE_DASK_SCHEDULER=cluster.scheduler_address
+            body, forest_spec(trees), args.rounds, ENSEMBLE_DASK_SCHEDULER=cluster.scheduler_address
         )
     results["service_dask"], train_s["service_dask"] = (
         [w for w, _ in on_dask],

@@ -8,7 +8,9 @@
 #   3. podman build the Dockerfile (pip's CA bundle, $PIP_CERT, as the optional build secret);
 #   4. run the image with its port published on 127.0.0.1 only and API keys configured,
 #      wait until its HEALTHCHECK and /healthz pass;
-#   5. upload a small CSV table, train a model (?wait=true), predict with it;
+#   5. upload a small CSV table, train a model (?wait=true), predict with it; then one model
+#      of each boosting library (xgboost, lightgbm, catboost: the image's boosting extra),
+#      each trained and predicting, with the engine that serves it;
 #   6. start a long training job, podman stop (SIGTERM) and require exit code 0; start the
 #      container again on the same volume: the job is failed, version 1 still predicts;
 #      stop it again (exit 0);
@@ -439,6 +441,31 @@ predict() {
     log "     serving as uid $uid; /data holds: $(pm exec "$CTR" ls /data | tr '\n' ' ')"
 }
 
+train_and_serve_libraries() { # one model per boosting library, trained and predicting
+    local kind params
+    for kind in xgboost lightgbm catboost; do
+        case $kind in
+        xgboost) params='{"n_estimators": 30, "max_depth": 3}' ;;
+        lightgbm) params='{"n_estimators": 30, "min_child_samples": 5}' ;;
+        catboost) params='{"iterations": 30, "depth": 4}' ;;
+        esac
+        API_TIMEOUT=$((TRAIN_TIMEOUT + 30)) api 201 POST "/v1/models/$MODEL-$kind/versions?wait=true" \
+            -H "Authorization: Bearer $TRAIN_KEY" -H 'Content-Type: application/json' \
+            -d '{"dataset_id": "'"$DATASET_ID"'", "target": "label", "random_state": 0,
+                 "evaluation": {"holdout_fraction": 0.25},
+                 "ensemble": {"kind": "'"$kind"'", "params": '"$params"'}}'
+        log "     $kind: version $(json 'b["version"]'), hold-out accuracy $(json 'b["metrics"]["holdout"]["accuracy"]'), served by $(json '(b.get("inference") or {}).get("engine")'), libraries $(json 'b["artifact"]["library_versions"]')"
+        api 200 POST "/v1/models/$MODEL-$kind/versions/latest/predict" \
+            -H "Authorization: Bearer $READ_KEY" -H 'Content-Type: application/json' \
+            -d '{"instances": [{"x1": 1.5, "x2": 0.5, "color": "red"},
+                               {"x1": -1.2, "x2": -0.8, "color": "blue"},
+                               {"x1": 0.9, "x2": 1.1, "color": "green"}],
+                 "options": {"return_proba": true}}'
+        log "     $kind predictions $(json 'b["predictions"]'), probabilities $(json '[[round(p, 3) for p in r] for r in b["probabilities"]]')"
+        [[ $(json 'b["predictions"]') == "['pos', 'neg', 'pos']" ]] || die "unexpected $kind predictions"
+    done
+}
+
 # --- 6. stop, restart on the same volume, stop ---------------------------------------------
 start_long_job() { # a job that is still running when SIGTERM comes
     api 202 POST "/v1/models/$MODEL/versions" \
@@ -526,6 +553,7 @@ step "access and readiness" check_access_and_readiness
 step "upload table" upload_table
 step "train (?wait=true)" train_model
 step "predict" predict
+step "boosting libraries: train and serve" train_and_serve_libraries
 step "start a long job" start_long_job
 step "stop (SIGTERM) during the job" stop_container
 step "restart on the same volume" restart_same_volume

@@ -14,6 +14,7 @@ from typing import Any
 
 from ensembles.catalog.base_kinds import BASE_KINDS
 from ensembles.catalog.ensemble_kinds import SKLEARN_ENSEMBLE_KINDS
+from ensembles.catalog.library_kinds import LIBRARY_KINDS
 from ensembles.catalog.own_kinds import OWN_KINDS
 from ensembles.catalog.params import MAX_N_ESTIMATORS, SERVICE_OWNED_PARAMS, Domain, Param
 from ensembles.catalog.traits import (
@@ -65,7 +66,7 @@ def _by_class() -> dict[type, Kind]:
     """Each class a fitted model may have, to the first kind fitted as it (kinds sharing
     a class answer every fitted question alike)."""
     found: dict[type, Kind] = {}
-    for kind in KINDS.values():
+    for kind in (*KINDS.values(), *LIBRARY_KINDS):
         for cls in (*kind.classes.values(), *kind.becomes.values()):
             found.setdefault(cls, kind)
     return found

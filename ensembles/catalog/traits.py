@@ -60,7 +60,9 @@ LabelRule = Literal["predict", "argmax", "argmax_if_soft", "stacked", "raw_ge", 
 # How the compiled engine takes the fitted model: one treelite model (``forest``,
 # ``boosting``, ``histogram``, ``tree``), member by member (``voting``, ``stacking``,
 # ``bagging``: a composite), as a member in numpy (``logistic``, ``naive_bayes``,
-# ``linear``), or not at all (``none``: scikit-learn answers).
+# ``linear``), or not at all (``none``: scikit-learn answers).  ``xgboost``, ``lightgbm``:
+# one treelite model read from the library's booster, answered as the library computes
+# (ensembles.inference.library_trees); CatBoost is ``none`` (its own predictor answers).
 Compiled = Literal[
     "forest",
     "boosting",
@@ -72,6 +74,8 @@ Compiled = Literal[
     "logistic",
     "naive_bayes",
     "linear",
+    "xgboost",
+    "lightgbm",
     "none",
 ]
 # Where feature importances come from: the fitted model's own ``feature_importances_``

@@ -114,7 +114,7 @@ def compile_model(
     Xt = np.asarray(pipeline[:-1].transform(_check_sample(X_check, rng)), dtype=np.float64)
     if Xt.shape[0] == 0:
         return None, _refused("no rows to check the compiled model on", started, compile_seconds)
-    rows = np.vstack([Xt, probe_rows(estimator, Xt, rng=rng, missing=not plan.float32)])
+    rows = np.vstack([Xt, probe_rows(estimator, Xt, rng=rng, missing=plan.routes_missing)])
     return _checked(compiled, rows, X_check, calibrate, started, compile_seconds)
 
 
@@ -215,7 +215,7 @@ def rebuild(
     compile_seconds = time.perf_counter() - started
     rng = np.random.default_rng(0)
     base = synthetic_rows(compiled.estimator, 200, rng)
-    missing = isinstance(compiled, CompiledModel) and not compiled.plan.float32
+    missing = isinstance(compiled, CompiledModel) and compiled.plan.routes_missing
     probes = probe_rows(
         compiled.estimator,
         base,

@@ -25,10 +25,12 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
+import treelite
 from numpy.typing import NDArray
 from sklearn.base import BaseEstimator
 
 from ensembles.catalog import kind_of
+from ensembles.inference import library_trees
 
 __all__ = ["TOLERANCE", "FidelityReport", "compare", "probe_rows", "synthetic_rows"]
 
@@ -101,6 +103,8 @@ def _trees(estimator: BaseEstimator, columns: NDArray[np.intp] | None = None) ->
     if route in ("voting", "stacking"):
         members = [m for m in estimator.estimators_ if not isinstance(m, str)]
         return [t for m in members for t in _trees(m, columns)]
+    if route in ("xgboost", "lightgbm"):
+        return _library_trees(estimator, route, columns)
     if route == "bagging":
         out: list[_Nodes] = []
         for member, features in zip(
@@ -119,6 +123,19 @@ def _trees(estimator: BaseEstimator, columns: NDArray[np.intp] | None = None) ->
     if columns is None:
         return trees
     return [_remapped(t, columns) for t in trees]
+
+
+def _library_trees(
+    estimator: BaseEstimator, route: str, columns: NDArray[np.intp] | None
+) -> list[_Nodes]:
+    """XGBoost's and LightGBM's trees as treelite read them (none if it cannot)."""
+    library: library_trees.LibraryRoute = "xgboost" if route == "xgboost" else "lightgbm"
+    try:
+        model = library_trees.imported(estimator, library).model
+    except (treelite.TreeliteError, NotImplementedError, ValueError, TypeError):
+        return []  # the import is refused with its reason where the model is compiled
+    trees = [_Nodes(**vars(t)) for t in library_trees.split_nodes(model)]
+    return trees if columns is None else [_remapped(t, columns) for t in trees]
 
 
 def _remapped(nodes: _Nodes, columns: NDArray[np.intp]) -> _Nodes:
@@ -258,18 +275,20 @@ def synthetic_rows(estimator: BaseEstimator, n_rows: int, rng: np.random.Generat
 
 
 def _missing_and_unseen(trees: list[_Nodes], base: FloatArray) -> FloatArray:
-    """Each column missing in turn; each categorical column set to a never-seen code."""
+    """Each column missing (and zero: LightGBM may take zero as missing) in turn; each
+    categorical column set to a never-seen code."""
     d = base.shape[1]
     parts = []
     for j in range(d):
-        rows = base.copy()
-        rows[:, j] = np.nan
-        parts.append(rows)
+        for value in (np.nan, 0.0):
+            rows = base.copy()
+            rows[:, j] = value
+            parts.append(rows)
     categorical = {int(f) for t in trees for f in t.feature[t.categorical & ~t.leaf]}
     for j in sorted(categorical):
         finite = base[:, j][np.isfinite(base[:, j])]
         low, high = (finite.min(), finite.max()) if finite.size else (0.0, 0.0)
-        for unseen in (high + 1.0, low + 0.5, -1.0):
+        for unseen in (high + 1.0, low + 0.5, -1.0, -0.5):
             rows = base.copy()
             rows[:, j] = unseen
             parts.append(rows)

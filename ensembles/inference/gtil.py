@@ -34,6 +34,8 @@ from sklearn.base import BaseEstimator
 from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor  # built by import_trees
 
 from ensembles.catalog import Compiled, kind_of
+from ensembles.inference import library_trees
+from ensembles.inference.library_trees import Sum32
 from ensembles.tasks import Task
 
 __all__ = [
@@ -54,13 +56,14 @@ __all__ = [
 
 ENGINE = "treelite-gtil"
 TIE_MARGIN = 1e-9
+LIGHTGBM_ZERO = float(np.float32(1e-35))  # LightGBM's kZeroThreshold
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.intp]
 BoolArray = NDArray[np.bool_]
 
 IMPORT_ERRORS = (treelite.TreeliteError, NotImplementedError, ValueError, TypeError)
 
-Link = Literal["identity", "exp", "expit", "expit2", "softmax"]
+Link = Literal["identity", "exp", "expit", "expit2", "softmax", "expit32", "softmax32"]
 Decision = Literal["proba", "raw_ge", "raw_gt", "raw_argmax", "none"]
 
 
@@ -75,6 +78,17 @@ class Plan:
     # Histogram boosting's categorical columns and their known codes: any other value is
     # unknown, which its own encoder turns into NaN (missing) and GTIL would not.
     categories: tuple[tuple[int, FloatArray], ...] = ()
+    nan_routed: bool = False  # float32 rows keep NaN, which the trees route (XGBoost)
+    sum32: Sum32 | None = None  # XGBoost: scores are its float32 sums of the trees
+    # LightGBM reads |x| <= its kZeroThreshold (1e-35f) as 0 before comparing, and a
+    # categorical column's value as int(x): (-1, 0) is category 0 (listed columns).
+    tiny_as_zero: bool = False
+    truncated: tuple[int, ...] = ()
+
+    @property
+    def routes_missing(self) -> bool:
+        """Does the model route missing values itself (so the probes include them)?"""
+        return self.nan_routed or not self.float32
 
 
 def compiled_as(estimator: BaseEstimator) -> Compiled:
@@ -102,6 +116,8 @@ def plan_for(estimator: BaseEstimator, task: Task) -> Plan | str:
             return Plan(True, True, "softmax", "raw_argmax")
         link_name: Link = "expit2" if estimator.loss == "exponential" else "expit"
         return Plan(True, True, link_name, "raw_ge")
+    if route in ("xgboost", "lightgbm"):
+        return _library_plan(estimator, route, classifier)
     if route == "histogram":
         categories = _known_categories(estimator)
         if isinstance(categories, str):
@@ -116,6 +132,35 @@ def plan_for(estimator: BaseEstimator, task: Task) -> Plan | str:
             return Plan(False, True, "identity", "none", categories)
         return f"{name} with loss {estimator.loss!r} has no known inverse link"
     return f"{name} is not a tree ensemble the compiled engine supports"
+
+
+def _library_plan(estimator: BaseEstimator, route: Compiled, classifier: bool) -> Plan | str:
+    """XGBoost's and LightGBM's plans, from the booster treelite reads."""
+    library: library_trees.LibraryRoute = "xgboost" if route == "xgboost" else "lightgbm"
+    name = type(estimator).__name__
+    try:
+        found = library_trees.imported(estimator, library)
+    except IMPORT_ERRORS as exc:
+        return f"treelite cannot import {name}: {exc}"
+    if found.link is None:
+        return f"{name}: {found.reason}"
+    decision: Decision = "proba" if classifier else "none"
+    if classifier and found.link in ("identity", "exp"):
+        return f"{name}: a classifier without probabilities is not compiled"
+    chosen: Link = _LIBRARY_LINKS[found.link]
+    if route == "xgboost":  # compares float32(x), sums in float32 (library_trees)
+        return Plan(True, False, chosen, decision, nan_routed=True, sum32=found.sum32)
+    return Plan(False, True, chosen, decision, tiny_as_zero=True, truncated=found.categorical)
+
+
+_LIBRARY_LINKS: dict[str, Link] = {
+    "identity": "identity",
+    "exp": "exp",
+    "expit": "expit",
+    "softmax": "softmax",
+    "expit32": "expit32",
+    "softmax32": "softmax32",
+}
 
 
 def _known_categories(estimator: BaseEstimator) -> tuple[tuple[int, FloatArray], ...] | str:
@@ -142,6 +187,9 @@ def _known_categories(estimator: BaseEstimator) -> tuple[tuple[int, FloatArray],
 def import_model(estimator: BaseEstimator) -> Any:
     """The treelite model of a fitted estimator (raises one of ``IMPORT_ERRORS``)."""
     route = compiled_as(estimator)
+    if route in ("xgboost", "lightgbm"):
+        library: library_trees.LibraryRoute = "xgboost" if route == "xgboost" else "lightgbm"
+        return library_trees.imported(estimator, library).model
     if route == "tree":
         n_classes = len(estimator.classes_) if hasattr(estimator, "classes_") else None
         return import_trees([(estimator, None)], int(estimator.n_features_in_), n_classes)
@@ -228,11 +276,19 @@ def cast_rows(X: FloatArray, plan: Plan) -> FloatArray | None:
     scikit-learn's trees compare ``float32(x)``: a value beyond float32 becomes infinite,
     which scikit-learn refuses; histogram boosting compares float64 and routes NaN.
     """
+    if plan.tiny_as_zero:
+        out = np.where(np.abs(X) <= LIGHTGBM_ZERO, 0.0, X)  # NaN stays NaN
+        if plan.truncated:
+            columns = list(plan.truncated)
+            codes = out[:, columns]
+            out[:, columns] = np.where((codes > -1.0) & (codes < 0.0), 0.0, codes)
+        return out
     if not plan.float32:
         return _unknown_as_missing(X, plan.categories)
     with np.errstate(over="ignore", invalid="ignore"):
         X32 = X.astype(np.float32)
-    if not np.isfinite(X32).all():
+    finite = ~np.isinf(X32) if plan.nan_routed else np.isfinite(X32)
+    if not finite.all():
         return None
     return X32.astype(np.float64)
 
@@ -252,6 +308,8 @@ def _unknown_as_missing(
 
 def gtil_scores(model: Any, X: FloatArray, plan: Plan) -> FloatArray:
     """GTIL's output, one row per row of X (raw margins when the plan applies the link)."""
+    if plan.sum32 is not None:
+        return library_trees.margins32(model, X, plan.sum32)
     predict = _PREDICT_WITH_CONFIG
     if predict is None:
         out = treelite.gtil.predict(model, X, nthread=1, pred_margin=plan.margin)
@@ -295,6 +353,10 @@ def link(scores: FloatArray, plan: Plan) -> FloatArray:
         return scores
     if name == "exp":
         return np.exp(scores)
+    if name == "expit32":
+        return library_trees.expit32(scores)
+    if name == "softmax32":
+        return library_trees.softmax32(scores)
     if name == "softmax":
         shifted = np.exp(scores - scores.max(axis=1, keepdims=True))
         return np.asarray(shifted / shifted.sum(axis=1, keepdims=True))
