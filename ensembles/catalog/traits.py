@@ -84,6 +84,17 @@ Importances = Literal["estimator", "members_mean", "none"]
 HardestRows = Callable[[Any, Any, Any, Any], tuple[dict[str, Any] | None, str | None]]
 # Why the fitted model has fewer members than asked (None: it has them all).
 StopNote = Callable[[Any], str | None]
+# How ensembles.explain attributes a fitted model's output to its input columns:
+# ``tree_shap`` (exact TreeSHAP of its trees), ``weighted_sum`` (the weighted sum of its
+# members' explanations, as its ``combination`` adds their outputs), ``linear`` (exact,
+# coefficient times the distance from the reference row), ``permutation`` (the sampling
+# fallback).  A callable ``(fitted, Xt, output)`` -> ``ensembles.explain.attribution.
+# Attribution`` or None is a library's own exact method (XGBoost's ``pred_contribs``...).
+ExplainMethod = Literal["tree_shap", "weighted_sum", "linear", "permutation"]
+Explain = ExplainMethod | Callable[[Any, Any, str], Any]
+# The space of a classifier's explanation at the top of a model: its (weighted mean of)
+# probabilities, or the raw scores boosting adds before its link.
+ExplainSpace = Literal["probability", "margin"]
 
 
 @dataclass(frozen=True)
@@ -156,6 +167,8 @@ class Kind:
     stop_note: StopNote | None = None
     # Plots only this kind's versions have (ensembles.plots.catalog names them).
     own_plots: tuple[str, ...] = ()
+    explain: Explain = "permutation"
+    explain_space: ExplainSpace = "probability"
 
     def compiled_for(self, task: Task) -> Compiled:
         return self.compiled_by_task.get(task, self.compiled)
