@@ -95,6 +95,9 @@ Explain = ExplainMethod | Callable[[Any, Any, str], Any]
 # The space of a classifier's explanation at the top of a model: its (weighted mean of)
 # probabilities, or the raw scores boosting adds before its link.
 ExplainSpace = Literal["probability", "margin"]
+# A classifier's raw scores (n, k) where it has no ``decision_function`` (the boosting
+# libraries): what a ``margin`` explanation is checked against.
+RawScores = Callable[[Any, Any], Any]
 
 
 @dataclass(frozen=True)
@@ -169,6 +172,7 @@ class Kind:
     own_plots: tuple[str, ...] = ()
     explain: Explain = "permutation"
     explain_space: ExplainSpace = "probability"
+    raw_scores: RawScores | None = None
 
     def compiled_for(self, task: Task) -> Compiled:
         return self.compiled_by_task.get(task, self.compiled)

@@ -93,8 +93,8 @@ def top_output(estimator: Any, task: Task) -> tuple[Output, Space]:
     if task == "regression":
         return "value", "value"
     kind = kind_of(estimator)
-    margin = kind is not None and kind.explain_space == "margin"
-    if margin and hasattr(estimator, "decision_function"):
+    scored = hasattr(estimator, "decision_function")
+    if kind is not None and kind.explain_space == "margin" and (scored or kind.raw_scores):
         return "margin", "margin"
     if hasattr(estimator, "predict_proba"):
         return "proba", "probability"

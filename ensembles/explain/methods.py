@@ -42,7 +42,12 @@ def output_function(estimator: Any, output: Output) -> OutputFunction:
     def proba(X: NDArray[Any]) -> FloatArray:
         return np.asarray(estimator.predict_proba(X), dtype=np.float64)
 
+    kind = kind_of(estimator)
+    raw_scores = None if kind is None else kind.raw_scores
+
     def margin(X: NDArray[Any]) -> FloatArray:
+        if raw_scores is not None:
+            return np.asarray(raw_scores(estimator, X), dtype=np.float64).reshape(len(X), -1)
         return np.asarray(estimator.decision_function(X), dtype=np.float64).reshape(len(X), -1)
 
     def value(X: NDArray[Any]) -> FloatArray:

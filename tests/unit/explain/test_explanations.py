@@ -5,6 +5,9 @@ column no tree can split on credited exactly 0, the permutation estimate seeded 
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import time
 from typing import Any
 
 import numpy as np
@@ -13,6 +16,7 @@ import pytest
 import shap
 
 from ensembles.data import select_training_data, table_from_frame
+from ensembles.explain.attribution import ExplanationTooSlowError
 from ensembles.explain.explanation import Explained, explain, reference_row
 from ensembles.specs import EvaluationSpec, parse_estimator_spec
 from ensembles.tasks import Task
@@ -235,3 +239,24 @@ def test_adaboost_margin_is_its_members_weighted_label_codes() -> None:
         explained.outputs, model.pipeline.decision_function(_rows("classification")), atol=1e-12
     )
     assert explained.additivity_error <= TOL
+
+
+def test_an_explanation_past_its_deadline_stops_with_its_own_error() -> None:
+    model = fitted("knn", "regression")
+    with pytest.raises(ExplanationTooSlowError, match="ENSEMBLE_EXPLAIN_SECONDS"):
+        _explained(model, _rows("regression", 5), deadline=time.monotonic() - 1.0)
+
+
+def test_without_shap_an_explanation_names_the_extra_to_install() -> None:
+    """In a fresh interpreter where ``import shap`` fails, as where the extra is absent."""
+    code = (
+        "import sys; sys.modules['shap'] = None\n"
+        "from ensembles.explain.trees import shap_module\n"
+        "from ensembles.explain.attribution import ExplainUnavailableError\n"
+        "try:\n    shap_module()\nexcept ExplainUnavailableError as e:\n"
+        "    print(e.code, e)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    ).stdout
+    assert out.startswith("explain_unavailable") and "ensemble-service[explain]" in out
