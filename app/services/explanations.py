@@ -10,7 +10,7 @@ from typing import Any
 
 from app.services.container import Services
 from ensembles.errors import Problem, TooLargeError
-from ensembles.explain.explanation import Explained, explain, reference_row
+from ensembles.explain.explanation import Explained, explain, reference_row, served_outputs
 from ensembles.inference import CheckedColumns, Servable
 from ensembles.registry import VersionRecord
 
@@ -30,13 +30,18 @@ def explained(
     deadline = time.monotonic() + services.settings.explain_seconds
     pipeline = servable.pipeline
     signature = servable.signature
+    Xt = servable.transform(checked.columns)
+    # The engine's own answer (compiled where the version has it) is what was served.
+    answer = servable.engine_for(len(Xt)).answer(Xt, with_proba=True)
+    served = served_outputs(pipeline[-1], signature.task, answer.predictions, answer.probabilities)
     return explain(
         pipeline,
         signature.task,
-        servable.transform(checked.columns),
+        Xt,
         signature.classes,
         deadline=deadline,
         reference=reference_row(pipeline, _reference(record)),
+        served=served,
     )
 
 

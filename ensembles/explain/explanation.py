@@ -110,10 +110,15 @@ def explain(
     seed: int = 0,
     deadline: float | None = None,
     reference: FloatArray | None = None,
+    served: FloatArray | None = None,
+    check: bool = True,
 ) -> Explained:
     """The explanation of the encoded rows ``Xt`` of the table; ``classes`` the labels in
     the model's order; ``reference`` the encoded reference row (linear and permutation
-    methods start from it; None: zeros)."""
+    methods start from it; None: zeros); ``served`` the outputs the service answered for
+    the rows when they are what is explained (probabilities or values of its engine, as
+    :func:`served_outputs` gives them), else the model is asked; ``check`` False skips
+    that call (a summary never shows outputs: they are then the attribution's own sums)."""
     estimator = pipeline[-1]
     encoded_of = output_columns(pipeline[0])
     features = tuple(dict.fromkeys(encoded_of))
@@ -134,9 +139,32 @@ def explain(
         features=features,
         outputs_named=None if names is None else tuple(names),
         base=attribution.base,
-        outputs=output_function(estimator, output)(X) if len(X) else np.zeros((0, 1)),
+        outputs=_outputs(estimator, output, X, served) if check else attribution.outputs(),
         contributions=attribution.phi @ summing,
     )
+
+
+def _outputs(
+    estimator: Any, output: Output, X: FloatArray, served: FloatArray | None
+) -> FloatArray:
+    if not len(X):
+        return np.zeros((0, 1))
+    if served is not None:
+        return served
+    return output_function(estimator, output)(X)
+
+
+def served_outputs(
+    estimator: Any, task: Task, predictions: Any, probabilities: Any
+) -> FloatArray | None:
+    """An engine's answer as the outputs an explanation explains, when it is that space
+    (probabilities, regression values), else None (margins and vote shares)."""
+    output, _ = top_output(estimator, task)
+    if output == "value":
+        return np.asarray(predictions, dtype=np.float64).reshape(-1, 1)
+    if output == "proba" and probabilities is not None:
+        return np.asarray(probabilities, dtype=np.float64)
+    return None
 
 
 def reference_row(pipeline: Pipeline, values: Mapping[str, Any] | None) -> FloatArray | None:

@@ -9,6 +9,7 @@ output, and kept as long as the model lives.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import weakref
 from typing import Any
@@ -38,6 +39,13 @@ def shap_module() -> Any:
             "pip install 'ensemble-service[explain]'"
         ) from None
     return shap
+
+
+def preload() -> None:
+    """Import shap now if it is installed (a process that forks workers imports it once,
+    ~2 s, instead of each worker's first explanation)."""
+    with contextlib.suppress(ExplainUnavailableError):
+        shap_module()
 
 
 def native_output(estimator: Any, space: str) -> Output:

@@ -18,6 +18,8 @@ import shap
 from ensembles.data import select_training_data, table_from_frame
 from ensembles.explain.attribution import ExplanationTooSlowError
 from ensembles.explain.explanation import Explained, explain, reference_row
+from ensembles.explain.summary import PERMUTATION_ROWS
+from ensembles.plots import contributions as contributions_plot
 from ensembles.specs import EvaluationSpec, parse_estimator_spec
 from ensembles.tasks import Task
 from ensembles.training import FittedModel, train
@@ -260,3 +262,57 @@ def test_without_shap_an_explanation_names_the_extra_to_install() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
     ).stdout
     assert out.startswith("explain_unavailable") and "ensemble-service[explain]" in out
+
+
+def test_training_records_mean_abs_contributions_and_the_reference_row() -> None:
+    model = fitted("random_forest", "classification")
+    block = model.metrics.explanations
+    assert block is not None
+    assert (block["evaluated_on"], block["space"], block["method"]) == (
+        "holdout",
+        "probability",
+        "tree_shap",
+    )
+    assert block["rows"] == model.training["n_holdout"]
+    features = list(_rows("classification").columns)
+    assert set(block["mean_abs"]) == {str(c) for c in model.signature.classes or ()}
+    for per_column in block["mean_abs"]:
+        assert list(block["mean_abs"][per_column]) == features
+    assert block["reference"]["alcohol"] == pytest.approx(
+        float(np.median(model.train_rows["alcohol"]))
+    )
+    assert model.training["explanations_s"] >= 0
+    drawn = contributions_plot.read({"metrics": {"explanations": block}})
+    assert drawn.outputs == ["0", "1", "2"] and len(drawn.features) == len(features)
+    contributions_plot.draw(drawn)
+
+
+def test_a_permutation_kind_summarises_fewer_rows() -> None:
+    model = fitted("knn", "regression")
+    block = model.metrics.explanations
+    assert block is not None and block["method"] == "permutation" and not block["exact"]
+    assert block["rows"] == min(PERMUTATION_ROWS, model.training["n_holdout"])
+    assert set(block["mean_abs"]) == {"value"}
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {"kind": "random_forest", "params": {"n_estimators": 8}},
+        {"kind": "bagging", "params": {"n_estimators": 3}, "estimator": {"kind": "knn"}},
+    ],
+    ids=["tree_shap", "permutation"],
+)
+def test_encoded_columns_are_summed_back_onto_their_input_column(spec: dict[str, Any]) -> None:
+    table = frame("wine")
+    colours = np.array(["red", "white", "rose"])[table["target"].to_numpy() % 3]
+    data = table.assign(colour=colours, rich=table["alcohol"] > 13)
+    model = _fit(spec, "classification", data)
+    rows = data.drop(columns="target").iloc[::20]
+    block = model.metrics.explanations
+    assert block is not None and block["reference"]["colour"] in {"red", "white", "rose"}
+    encoded = reference_row(model.pipeline, block["reference"])
+    explained, Xt = _explained(model, rows, reference=encoded)
+    assert Xt.shape[1] > len(explained.features)  # one-hot columns
+    assert explained.features.count("colour") == 1 and "rich" in explained.features
+    assert explained.additivity_error <= TOL
