@@ -121,7 +121,8 @@ def explain(
     that call (a summary never shows outputs: they are then the attribution's own sums)."""
     estimator = pipeline[-1]
     encoded_of = output_columns(pipeline[0])
-    features = tuple(dict.fromkeys(encoded_of))
+    used = set(encoded_of)  # in the table's order, as the preprocessing took them
+    features = tuple(str(c) for c in pipeline[0].feature_names_in_ if c in used)
     groups = np.array([features.index(c) for c in encoded_of], dtype=np.intp)
     output, space = top_output(estimator, task)
     X = np.asarray(Xt, dtype=np.float64)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -67,6 +68,16 @@ def tree_attribution(
     if output == "votes" and tree is not None:
         return _run(estimator, output, Xt, lambda: {"trees": [tree_table(tree, _one_hot(tree))]})
     return None
+
+
+def tables_attribution(
+    owner: Any, key: str, Xt: NDArray[Any], tables: Callable[[], dict[str, Any]]
+) -> Attribution:
+    """Exact TreeSHAP of a sum of trees given as shap tree tables (``{"trees": [...],
+    "base_offset": ...}``, each from :func:`tree_table` with its leaf values, k outputs),
+    built once per ``owner`` and ``key``: what a kind of its own made of scikit-learn trees
+    with scores of its own in the leaves (AdaBoost.MH's confidence-rated stumps) declares."""
+    return _run(owner, key, Xt, tables)
 
 
 def _staged(estimator: Any) -> bool:

@@ -161,3 +161,18 @@ async def test_v2_over_the_explain_cap_is_a_413(api: Api) -> None:
     body = {"inputs": _tensors(rows, IRIS_FEATURES), "parameters": {"explain": True}}
     response = await api.client.post("/v2/models/vote/infer", json=body)
     assert response.status_code == 413, response.text
+
+
+async def test_a_table_body_asks_explain_in_the_query(api: Api) -> None:
+    frame = iris_frame().head(3)[IRIS_FEATURES]
+    sink = io.BytesIO()
+    frame.to_parquet(sink)
+    response = await api.client.post(
+        "/v1/models/vote/versions/latest/predict?explain=true&explain_top=1",
+        content=sink.getvalue(),
+        headers={"Content-Type": "application/vnd.apache.parquet"},
+    )
+    assert response.status_code == 200, response.text
+    doc = response.json()["explanations"]
+    assert len(doc["contributions"]) == 3 and doc["additivity_error"] <= 1e-6
+    assert all(len(values) == 2 for row in doc["contributions"] for values in row.values())

@@ -14,11 +14,14 @@ import numpy as np
 import pandas as pd
 import pytest
 import shap
+from sklearn import datasets
+from sklearn.tree import DecisionTreeRegressor
 
 from ensembles.data import select_training_data, table_from_frame
 from ensembles.explain.attribution import ExplanationTooSlowError
 from ensembles.explain.explanation import Explained, explain, reference_row
 from ensembles.explain.summary import PERMUTATION_ROWS
+from ensembles.explain.trees import tables_attribution, tree_table
 from ensembles.plots import contributions as contributions_plot
 from ensembles.specs import EvaluationSpec, parse_estimator_spec
 from ensembles.tasks import Task
@@ -314,5 +317,28 @@ def test_encoded_columns_are_summed_back_onto_their_input_column(spec: dict[str,
     encoded = reference_row(model.pipeline, block["reference"])
     explained, Xt = _explained(model, rows, reference=encoded)
     assert Xt.shape[1] > len(explained.features)  # one-hot columns
-    assert explained.features.count("colour") == 1 and "rich" in explained.features
+    assert list(explained.features) == list(rows.columns)  # the table's order, each once
     assert explained.additivity_error <= TOL
+
+
+def test_tree_tables_with_leaf_values_of_its_own_equal_shap_on_those_trees() -> None:
+    """What a kind with scores of its own in its trees' leaves declares (AdaBoost.MH):
+    alpha-weighted per-class leaf scores of several trees, one table each."""
+    X, y = datasets.load_wine(return_X_y=True)
+    trees = [DecisionTreeRegressor(max_depth=2, random_state=s).fit(X, y == s) for s in range(3)]
+    alphas = [0.5, 1.5, 2.0]
+
+    def tables() -> dict[str, Any]:
+        tabled = []
+        for k, (tree, alpha) in enumerate(zip(trees, alphas, strict=True)):
+            leaves = np.zeros((tree.tree_.node_count, 3))
+            leaves[:, k] = alpha * tree.tree_.value[:, 0, 0]
+            tabled.append(tree_table(tree.tree_, leaves))
+        return {"trees": tabled}
+
+    found = tables_attribution(trees[0], "test", X[:20], tables)
+    for k, (tree, alpha) in enumerate(zip(trees, alphas, strict=True)):
+        np.testing.assert_allclose(
+            found.phi[:, k, :], alpha * _shap(tree, X[:20])[1][:, 0, :], atol=TOL
+        )
+        np.testing.assert_allclose(found.outputs()[:, k], alpha * tree.predict(X[:20]), atol=TOL)
