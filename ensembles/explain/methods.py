@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ensembles.catalog import kind_of
+from ensembles.catalog import Kind, kind_of
 from ensembles.explain.attribution import Attribution, Budget, FloatArray, Output
 from ensembles.explain.combined import combined_attribution
 from ensembles.explain.linear import linear_attribution
@@ -24,7 +24,7 @@ def attribute(estimator: Any, Xt: NDArray[Any], output: Output, budget: Budget) 
     found: Attribution | None = None
     if callable(method):
         found = method(estimator, Xt, output)
-    elif kind is not None and method == "tree_shap":
+    elif kind is not None and method == "tree_shap" and not _category_splits(kind, estimator):
         found = tree_attribution(estimator, Xt, output, kind.explain_space)
     elif method == "linear":
         found = linear_attribution(estimator, Xt, output, budget)
@@ -34,6 +34,12 @@ def attribute(estimator: Any, Xt: NDArray[Any], output: Output, budget: Budget) 
         budget.check()
         found = permutation_attribution(output_function(estimator, output), Xt, budget)
     return found
+
+
+def _category_splits(kind: Kind, estimator: Any) -> bool:
+    """Does the model split on sets of categories (histogram boosting's native
+    categories)?  TreeSHAP's trees compare with one threshold: such a model is sampled."""
+    return kind.native_categorical and bool(np.any(getattr(estimator, "is_categorical_", None)))
 
 
 def output_function(estimator: Any, output: Output) -> OutputFunction:

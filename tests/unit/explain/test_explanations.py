@@ -342,3 +342,18 @@ def test_tree_tables_with_leaf_values_of_its_own_equal_shap_on_those_trees() -> 
             found.phi[:, k, :], alpha * _shap(tree, X[:20])[1][:, 0, :], atol=TOL
         )
         np.testing.assert_allclose(found.outputs()[:, k], alpha * tree.predict(X[:20]), atol=TOL)
+
+
+def test_histogram_boosting_splitting_on_categories_is_sampled_not_misread() -> None:
+    """shap reads a histogram tree's category-set splits as thresholds: wrong values. Such a
+    model is explained by the permutation estimate (still additive); without categorical
+    columns it stays exact."""
+    table = frame("wine")
+    ranks = table["alcohol"].rank().to_numpy().astype(int)
+    data = table.assign(colour=np.array(["red", "white", "rose", "pink", "blue"])[ranks % 5])
+    model = _fit(
+        {"kind": "hist_gradient_boosting", "params": {"max_iter": 20}}, "classification", data
+    )
+    explained, _ = _explained(model, data.drop(columns="target").iloc[::10])
+    assert (explained.method, explained.exact) == ("permutation", False)
+    assert explained.additivity_error <= TOL
