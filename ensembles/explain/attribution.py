@@ -59,11 +59,16 @@ def weighted_sum(parts: Sequence[tuple[float, Attribution]]) -> Attribution:
     """Σ w·attribution: the attribution of Σ w·output.  Its method is the least exact."""
     base = sum(w * a.base for w, a in parts)
     phi = sum(w * a.phi for w, a in parts)
-    methods = {a.method for _, a in parts}
-    method: Method = "permutation" if "permutation" in methods else "tree_shap"
-    if methods == {"linear"}:
-        method = "linear"
+    method = least_exact([a.method for _, a in parts])
     return Attribution(np.asarray(base, dtype=np.float64), np.asarray(phi, np.float64), method)
+
+
+def least_exact(methods: Sequence[Method]) -> Method:
+    """The method a combination of parts reports: permutation if any part was sampled,
+    linear if all were linear, else tree_shap (exact, through the weighted-sum rule)."""
+    if "permutation" in methods:
+        return "permutation"
+    return "linear" if set(methods) == {"linear"} else "tree_shap"
 
 
 def scattered(part: Attribution, columns: NDArray[np.intp], n_columns: int) -> Attribution:

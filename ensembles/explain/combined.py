@@ -13,17 +13,19 @@ import numpy as np
 from numpy.typing import NDArray
 from sklearn.base import is_classifier
 
+from ensembles.catalog import kind_of
 from ensembles.catalog.traits import Kind
 from ensembles.explain.attribution import (
     Attribution,
     Budget,
     FloatArray,
     Output,
+    least_exact,
     mapped,
     scattered,
     weighted_sum,
 )
-from ensembles.explain.linear import identity_attribution, linear_attribution
+from ensembles.explain.linear import identity_attribution
 
 Attribute = Callable[[Any, NDArray[Any], Output, Budget], Attribution]
 
@@ -140,11 +142,12 @@ def _stacked(
     """The final estimator's margin (or value) is linear in the stacked outputs: the
     members' attributions, stacked as scikit-learn stacks their outputs, through it."""
     final = estimator.final_estimator_
-    linear = linear_attribution(final, np.zeros((0, _meta_width(estimator, Xt))), output, Budget())
-    if linear is None:
+    final_kind = kind_of(final)
+    wanted = "margin" if is_classifier(estimator) else "value"
+    if output != wanted or final_kind is None or final_kind.explain != "linear":
         return None
     coef = np.atleast_2d(np.asarray(final.coef_, dtype=np.float64))
-    intercept = linear.base  # the margin at a zero meta row
+    intercept = np.broadcast_to(np.asarray(final.intercept_, np.float64), (coef.shape[0],))
     meta = [
         _stacked_member(estimator, m, how, Xt, budget, attribute)
         for m, how in zip(estimator.estimators_, estimator.stack_method_, strict=True)
@@ -153,12 +156,8 @@ def _stacked(
         meta.append(identity_attribution(Xt, budget))
     base = np.concatenate([a.base for a in meta])
     phi = np.concatenate([a.phi for a in meta], axis=1)
-    stacked = mapped(Attribution(base, phi, weighted_sum([(1.0, a) for a in meta]).method), coef.T)
+    stacked = mapped(Attribution(base, phi, least_exact([a.method for a in meta])), coef.T)
     return Attribution(stacked.base + intercept, stacked.phi, stacked.method)
-
-
-def _meta_width(estimator: Any, Xt: NDArray[Any]) -> int:
-    return int(np.atleast_2d(np.asarray(estimator.final_estimator_.coef_)).shape[1])
 
 
 def _stacked_member(

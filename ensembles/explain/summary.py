@@ -12,6 +12,7 @@ stand in, which keeps the bench forest's summary under a fifth of its training t
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -24,6 +25,8 @@ from sklearn.pipeline import Pipeline
 from ensembles.explain.attribution import ExplainUnavailableError, ExplanationTooSlowError
 from ensembles.explain.explanation import explain, reference_row
 from ensembles.tasks import Task
+
+log = logging.getLogger(__name__)
 
 MAX_ROWS = 1_000  # hold-out rows summarised
 TRAIN_ROWS = 200  # training rows summarised when nothing is held out (a stand-in)
@@ -80,6 +83,10 @@ def explanation_summary(
         return None
     except ExplanationTooSlowError:
         notes.append(f"no metrics.explanations: explaining took longer than {BUDGET_S:.0f} s")
+        return None
+    except Exception as exc:  # a summary never costs the version: noted, logged, left out
+        log.exception("metrics.explanations failed")
+        notes.append(f"no metrics.explanations: {type(exc).__name__}: {exc}")
         return None
     summarised = np.concatenate(contributions)
     mean_abs = np.abs(summarised).mean(axis=0)  # (outputs, features)

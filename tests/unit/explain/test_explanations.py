@@ -357,3 +357,40 @@ def test_histogram_boosting_splitting_on_categories_is_sampled_not_misread() -> 
     explained, _ = _explained(model, data.drop(columns="target").iloc[::10])
     assert (explained.method, explained.exact) == ("permutation", False)
     assert explained.additivity_error <= TOL
+
+
+STACKINGS = {
+    "trees-linear-final-passthrough": {
+        "kind": "stacking",
+        "params": {"cv": 3, "passthrough": True},
+        "estimators": [
+            {"name": "tree", "kind": "decision_tree", "params": {"max_depth": 3}},
+            {"name": "forest", "kind": "random_forest", "params": {"n_estimators": 5}},
+        ],
+        "final_estimator": {"kind": "logistic_regression", "params": {"max_iter": 1000}},
+    },
+    "labels-into-naive-bayes": {
+        "kind": "stacking",
+        "params": {"cv": 3, "stack_method": "predict"},
+        "estimators": [
+            {"name": "tree", "kind": "decision_tree", "params": {"max_depth": 3}},
+            {"name": "knn", "kind": "knn"},
+        ],
+        "final_estimator": {"kind": "gaussian_nb"},
+    },
+}
+
+
+@pytest.mark.parametrize("name", list(STACKINGS))
+def test_stacking_is_exact_through_a_linear_final_estimator_only(name: str) -> None:
+    model = _fit(STACKINGS[name], "classification")
+    rows = _rows("classification", 30)
+    explained, _ = _explained(model, rows)
+    assert explained.additivity_error <= TOL
+    if name.startswith("trees-linear"):
+        assert (explained.space, explained.method) == ("margin", "tree_shap")
+        np.testing.assert_allclose(
+            explained.outputs, model.pipeline.decision_function(rows), atol=1e-12
+        )
+    else:
+        assert (explained.space, explained.method) == ("probability", "permutation")
