@@ -27,12 +27,22 @@ def _cases(n_classes: int) -> list[Case]:
         return [
             (xgboost.XGBRegressor(n_estimators=20, max_depth=3), *_xgb()),
             (lightgbm.LGBMRegressor(n_estimators=20, verbose=-1), *_lgb()),
-            (catboost.CatBoostRegressor(iterations=20, depth=3, verbose=0), *_cat()),
+            (
+                catboost.CatBoostRegressor(
+                    iterations=20, depth=3, verbose=0, allow_writing_files=False
+                ),
+                *_cat(),
+            ),
         ]
     return [
         (xgboost.XGBClassifier(n_estimators=20, max_depth=3), *_xgb()),
         (lightgbm.LGBMClassifier(n_estimators=20, verbose=-1), *_lgb()),
-        (catboost.CatBoostClassifier(iterations=20, depth=3, verbose=0), *_cat()),
+        (
+            catboost.CatBoostClassifier(
+                iterations=20, depth=3, verbose=0, allow_writing_files=False
+            ),
+            *_cat(),
+        ),
     ]
 
 
