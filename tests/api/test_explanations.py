@@ -176,3 +176,25 @@ async def test_a_table_body_asks_explain_in_the_query(api: Api) -> None:
     doc = response.json()["explanations"]
     assert len(doc["contributions"]) == 3 and doc["additivity_error"] <= 1e-6
     assert all(len(values) == 2 for row in doc["contributions"] for values in row.values())
+
+
+async def test_an_explanation_over_its_time_budget_is_a_422_not_a_held_worker(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """A permutation estimate checks the budget as it goes (TreeSHAP never needs to)."""
+    settings = make_settings(tmp_path_factory.mktemp("explain-slow"), explain_seconds=1e-9)
+    async for _, client in started(settings):
+        diabetes = await client.upload_frame(diabetes_frame(), "diabetes")
+        knn = {"kind": "bagging", "params": {"n_estimators": 3}, "estimator": {"kind": "knn"}}
+        await client.train(
+            "knn", {"dataset_id": diabetes, "target": "progression", "ensemble": knn}
+        )
+        rows = records(diabetes_frame().head(3), DIABETES_FEATURES)
+        slow = await client.predict(
+            "knn", "latest", {"instances": rows, "options": {"explain": True}}
+        )
+        assert slow.status_code == 422, slow.text
+        assert slow.json()["type"].endswith("explain-too-slow")
+        assert "ENSEMBLE_EXPLAIN_SECONDS" in slow.json()["detail"]
+        plain = await client.predict("knn", "latest", {"instances": rows})
+        assert plain.status_code == 200
