@@ -47,7 +47,7 @@ RUN --mount=type=secret,id=pipcert,required=false \
     --mount=type=secret,id=pipconf,required=false \
     if [ -s /run/secrets/pipcert ]; then export PIP_CERT=/run/secrets/pipcert; fi; \
     if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; fi; \
-    python3 -c 'import tomllib; p = tomllib.load(open("pyproject.toml", "rb"))["project"]; extras = p["optional-dependencies"]; print("\n".join(p["dependencies"] + extras["postgres"] + extras["s3"] + extras["dask"] + extras["export"] + extras["boosting"]))' \
+    python3 -c 'import tomllib; p = tomllib.load(open("pyproject.toml", "rb"))["project"]; extras = p["optional-dependencies"]; print("\n".join(p["dependencies"] + extras["postgres"] + extras["s3"] + extras["dask"] + extras["export"] + extras["boosting"] + extras["explain"]))' \
         > /tmp/requirements.txt \
     && /opt/venv/bin/pip install --prefer-binary -r /tmp/requirements.txt
 

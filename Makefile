@@ -60,3 +60,4 @@ docker-smoke:
 .PHONY: bench
 bench: $(STAMP)
 	$(BIN)/python benchmarks/service_bench.py $(BENCH_ARGS)
+	$(BIN)/python benchmarks/explain_bench.py

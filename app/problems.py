@@ -87,6 +87,16 @@ PROBLEM_TYPES: Final[Mapping[str, ProblemType]] = {
     "export_unavailable": ProblemType(
         501, "export-unavailable", "Export format not installed", "Install the extra `export`."
     ),
+    # The same reasoning as exports: the extra `explain` (shap) must be installed.
+    "explain_unavailable": ProblemType(
+        501, "explain-unavailable", "Explanations not installed", "Install the extra `explain`."
+    ),
+    "explain_too_slow": ProblemType(
+        422,
+        "explain-too-slow",
+        "Explanation over its time budget",
+        "The explanation would take longer than ENSEMBLE_EXPLAIN_SECONDS: send fewer rows.",
+    ),
     "cancelled": ProblemType(
         409, "cancelled", "Training cancelled", "The training job was cancelled."
     ),

@@ -179,6 +179,14 @@ class Settings(BaseSettings):
     max_predict_rows: int = Field(
         default=100_000, ge=1, description="Most rows in one prediction request."
     )
+    max_explain_rows: int = Field(
+        default=1_000, ge=1, description="Most rows in one explained prediction (413 above)."
+    )
+    explain_seconds: float = Field(
+        default=30.0,
+        gt=0,
+        description="Longest an explanation may compute; longer is a 422, not a held worker.",
+    )
     max_concurrent_jobs: int = Field(
         default=1, ge=1, description="Training jobs running at once in the whole service."
     )

@@ -191,8 +191,10 @@ class AsyncModels(_Resource):
         votes: bool = False,
         std: bool = False,
         voting: str | None = None,
+        explain: bool = False,
+        top: int | None = None,
     ) -> pd.DataFrame:
-        options = ops.prediction_options(proba, votes, std, voting)
+        options = ops.prediction_options(proba, votes, std, voting, explain, top)
         prediction, index = await self._run(
             ops.predict(name, ref, rows, options, self._client.arrow_min_rows)
         )
@@ -210,8 +212,10 @@ class AsyncModels(_Resource):
         votes: bool = False,
         std: bool = False,
         voting: str | None = None,
+        explain: bool = False,
+        top: int | None = None,
     ) -> Prediction:
-        options = ops.prediction_options(proba, votes, std, voting)
+        options = ops.prediction_options(proba, votes, std, voting, explain, top)
         prediction, _ = await self._run(
             ops.predict(name, ref, rows, options, self._client.arrow_min_rows)
         )

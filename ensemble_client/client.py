@@ -222,6 +222,8 @@ class Models(_Resource):
         votes: bool = False,
         std: bool = False,
         voting: str | None = None,
+        explain: bool = False,
+        top: int | None = None,
     ) -> pd.DataFrame:
         """Predict rows with a version (number, ``latest`` or alias) as a DataFrame.
 
@@ -229,16 +231,19 @@ class Models(_Resource):
         Parquet file, a list of records or a mapping of columns. The answer has the rows'
         index and the columns ``prediction``, ``proba_<class>`` (``proba``),
         ``votes_<class>`` and ``agreement`` (``votes``), ``std`` (``std``, regression);
-        ``frame.attrs`` holds the version and the server's ``warnings``.
+        ``frame.attrs`` holds the version and the server's ``warnings``; with
+        ``explain``, ``frame.attrs["explanations"]`` each input column's contribution to
+        each row's output (``top``: the k largest per row and class, the rest as
+        ``(other)``).
 
         >>> client.models.predict("iris-rf", flowers, proba=True).round(2)
           prediction  proba_setosa  proba_versicolor  proba_virginica
         0     setosa          1.00              0.00             0.00
         """
+        options = ops.prediction_options(proba, votes, std, voting, explain, top)
         prediction, index = self._run(
-            ops.predict(name, ref, rows, ops.prediction_options(proba, votes, std, voting),
-                        self._client.arrow_min_rows)
-        )  # fmt: skip
+            ops.predict(name, ref, rows, options, self._client.arrow_min_rows)
+        )
         frame: pd.DataFrame = prediction.to_frame(index)
         return frame
 
@@ -252,9 +257,11 @@ class Models(_Resource):
         votes: bool = False,
         std: bool = False,
         voting: str | None = None,
+        explain: bool = False,
+        top: int | None = None,
     ) -> Prediction:
         """As ``predict``, the answer as the server wrote it (no pandas needed)."""
-        options = ops.prediction_options(proba, votes, std, voting)
+        options = ops.prediction_options(proba, votes, std, voting, explain, top)
         prediction, _ = self._run(
             ops.predict(name, ref, rows, options, self._client.arrow_min_rows)
         )

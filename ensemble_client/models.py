@@ -197,6 +197,40 @@ class ShadowStats(Answer):
     dropped: int = 0
 
 
+class Explanations(Answer):
+    """Why each row got its output: per row (and class), each input column's contribution;
+    ``base_values`` plus a row's contributions is its output (docs/explanations.md)."""
+
+    space: str
+    method: str
+    exact: bool
+    features: list[str]
+    base_values: float | dict[str, float]
+    outputs: list[float] | list[dict[str, float]]
+    contributions: list[dict[str, float]] | list[dict[str, dict[str, float]]]
+    additivity_error: float
+
+    def largest(self, row: int, top: int = 3) -> dict[str | None, list[tuple[str, float]]]:
+        """Row ``row``'s ``top`` contributions by size, per class (None: regression), then
+        ``(other)`` when the server summed the rest."""
+        contributions = self.contributions[row]
+        per_class: dict[str | None, dict[str, float]]
+        if isinstance(self.base_values, dict):
+            per_class = {str(k): v for k, v in contributions.items() if isinstance(v, dict)}
+        else:
+            per_class = {None: {k: v for k, v in contributions.items() if isinstance(v, float)}}
+        return {label: _largest(values, top) for label, values in per_class.items()}
+
+
+def _largest(values: dict[str, float], top: int) -> list[tuple[str, float]]:
+    named = [(k, v) for k, v in values.items() if k != OTHER]
+    kept = sorted(named, key=lambda kv: abs(kv[1]), reverse=True)[:top]
+    return [*kept, (OTHER, values[OTHER])] if OTHER in values else kept
+
+
+OTHER = "(other)"  # the sum of the contributions explain_top left out
+
+
 class Prediction(Answer):
     """A prediction answer: one entry per row in every per-row list, in input order."""
 
@@ -210,12 +244,14 @@ class Prediction(Answer):
     weighted_votes: list[dict[str, float]] | None = None
     agreement: list[float] | None = None
     std: list[float] | None = None
+    explanations: Explanations | None = None
     warnings: list[str] = Field(default_factory=list)
 
     def to_frame(self, index: Any = None) -> pd.DataFrame:
         """The answer as a DataFrame: ``prediction``, then ``proba_<class>``,
         ``votes_<class>``, ``weighted_votes_<class>``, ``agreement`` and ``std`` as asked;
-        ``attrs`` holds ``model``, ``version``, ``classes`` and ``warnings``."""
+        ``attrs`` holds ``model``, ``version``, ``classes``, ``warnings`` and, when
+        explained, ``explanations`` (:class:`Explanations`)."""
         from ensemble_client.tables import prediction_frame
 
         return prediction_frame(self, index)

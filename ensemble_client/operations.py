@@ -316,8 +316,19 @@ def download_artifact(
 # --- predictions -----------------------------------------------------------------------
 
 
-def prediction_options(proba: bool, votes: bool, std: bool, voting: str | None) -> dict[str, Any]:
+def prediction_options(
+    proba: bool,
+    votes: bool,
+    std: bool,
+    voting: str | None,
+    explain: bool = False,
+    top: int | None = None,
+) -> dict[str, Any]:
     options: dict[str, Any] = {}
+    if explain:
+        options["explain"] = True
+    if explain and top is not None:
+        options["explain_top"] = top
     if proba:
         options["return_proba"] = True
     if votes:

@@ -201,4 +201,6 @@ def prediction_frame(prediction: Prediction, index: Any = None) -> pd.DataFrame:
         classes=prediction.classes,
         warnings=list(prediction.warnings),
     )
+    if prediction.explanations is not None:
+        frame.attrs["explanations"] = prediction.explanations
     return frame

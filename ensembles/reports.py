@@ -56,3 +56,6 @@ class Metrics(BaseModel):
     selection: dict[str, Any] | None = None
     # pasting_votes: {"n_estimators", "reason", ...}: where and why its growth stopped
     stopping: dict[str, Any] | None = None
+    # Mean |contribution| per input column and class on up to 1,000 hold-out rows, and the
+    # reference row explanations start from (ensembles.explain.summary).
+    explanations: dict[str, Any] | None = None

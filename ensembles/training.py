@@ -52,6 +52,7 @@ from ensembles.catalog import KINDS, Kind, kind_of
 from ensembles.data import TrainingData
 from ensembles.errors import TrainingError
 from ensembles.evaluation import Fit, Rows, Scores, cv_scores, measure_science, score_fit
+from ensembles.explain.summary import explanation_summary
 from ensembles.fit_errors import scikit_learn_errors
 from ensembles.importances import feature_importances, fitted_estimator_count
 from ensembles.kinds import OwnReport, adopt
@@ -114,6 +115,11 @@ def train(
     science = measure_science(
         fit, rows, scores, evaluation, collector, random_state, run, notes, timings
     )
+    run.check()
+    explained_at = time.perf_counter()
+    with run.predicting():
+        science["explanations"] = _explanations(fit, rows, scores, notes)
+    timings["explanations_s"] = round(time.perf_counter() - explained_at, 3)
     return FittedModel(
         pipeline=fit.pipeline,
         signature=_signature(fit),
@@ -168,6 +174,15 @@ def _fit(
     notes += early_stop_notes(pipeline[-1])
     classes = list(pipeline.classes_) if task == "classification" else []
     return Fit(spec, kind, task, features, pipeline, Xt, own, classes)
+
+
+def _explanations(fit: Fit, rows: Rows, scores: Scores, notes: list[str]) -> Any:
+    """``metrics.explanations`` on the rows the scores were measured on."""
+    evaluated_on = "holdout" if rows.X_hold is not None else "train"
+    return explanation_summary(
+        fit.pipeline, fit.task, _classes(fit.classes), rows.X_train, scores.Xbt,
+        evaluated_on, notes,
+    )  # fmt: skip
 
 
 def _signature(fit: Fit) -> ModelSignature:

@@ -21,6 +21,7 @@ from multiprocessing.connection import Connection
 
 from app.logs import configure_logging
 from app.settings import available_cpus
+from ensembles.explain.trees import preload as preload_explanations
 from ensembles.job_tasks import WorkerConfig as WorkerConfig
 from ensembles.jobs import run_training
 from ensembles.parallel import MemberPool
@@ -29,6 +30,10 @@ from ensembles.registry import open_registry
 log = logging.getLogger("app.worker")
 
 EXIT_SERVER_GONE = 70
+
+# The fork server preloads this module: shap, which metrics.explanations uses, is imported
+# there once rather than in every job's process.
+preload_explanations()
 
 
 def run_job(config: WorkerConfig, server_alive: Connection) -> None:

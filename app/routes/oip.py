@@ -119,7 +119,8 @@ def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
         401: "No or unknown API key (only when API keys are configured).",
         403: "The API key's role does not allow this request.",
         404: "No such model or version.",
-        413: "More rows than ENSEMBLE_MAX_PREDICT_ROWS.",
+        413: "More rows than ENSEMBLE_MAX_PREDICT_ROWS (with explain: ENSEMBLE_MAX_EXPLAIN_ROWS).",
+        501: "explain without the optional 'explain' extra installed.",
         500: "A stored artifact failed its checksum, or an unexpected error (logged).",
         503: "Storage unavailable.",
     }
@@ -220,7 +221,9 @@ _INFER: dict[str, Any] = {
     "`[n, n_features]` in training column order. The answers are `/v1` predict's: "
     "`predictions`, and when asked through `parameters` (`return_proba`, `return_votes`, "
     "`return_std`, `voting`) or the `outputs` list, `probabilities` `[n, n_classes]`, "
-    "`votes` `[n, n_classes]` (`weighted_votes` when listed), `agreement`, `std`; "
+    "`votes` `[n, n_classes]` (`weighted_votes` when listed), `agreement`, `std`, with "
+    "`explain` `contributions` `[n, n_classes, n_features]` (regression `[n, n_features]`) "
+    "and `base_values`, `parameters.features` naming the last axis; "
     "`parameters.classes` names the columns. With the binary tensor data extension, inputs "
     f"may follow the JSON as raw bytes (header `{HEADER_LENGTH}`), and outputs are sent so "
     "when `binary_data_output` or an output's `binary_data` asks.",
@@ -238,7 +241,7 @@ _INFER: dict[str, Any] = {
                 }
             }
         },
-        **_errors(400, 404, 413),
+        **_errors(400, 404, 413, 501),
     },
     "openapi_extra": {
         "requestBody": {

@@ -45,7 +45,7 @@ _BODY: dict[str, Any] = {
         },
     }
 }
-OPTIONS = ("voting", "return_proba", "return_votes", "return_std")
+OPTIONS = ("voting", "return_proba", "return_votes", "return_std", "explain", "explain_top")
 
 
 def _query_schema(field: dict[str, Any]) -> dict[str, Any]:
@@ -82,7 +82,9 @@ _BODY["parameters"] = [
     "only), `return_proba`, `return_votes` (members' votes per class, each member counted "
     "once; `weighted_votes` with the weighted tallies for weighted models; `agreement`, the "
     "weighted share of the predicted class), `return_std` (regression: population std of "
-    "member predictions). Every per-row list has one entry per row, in input order. Bad rows "
+    "member predictions), `explain` (per-row contributions of each input column, "
+    "docs/explanations.md; at most ENSEMBLE_MAX_EXPLAIN_ROWS rows, more are a 413) with "
+    "`explain_top`. Every per-row list has one entry per row, in input order. Bad rows "
     "are a 422 naming row and column; extra columns, and categories never seen in training "
     "(encoded as unknown), are listed in `warnings`; too many rows are a 413.\n\n"
     f"Batches may also be sent as a table: an Arrow IPC stream (`{ARROW_STREAM}`) or a "
@@ -94,7 +96,7 @@ _BODY["parameters"] = [
     "numbers costs.",
     dependencies=[READ],
     openapi_extra=_BODY,
-    responses=problem_responses(404, 413, 415, 422),
+    responses=problem_responses(404, 413, 415, 422, 501),
 )
 async def predict(
     name: ModelName, ref: VersionRef, request: Request, services: ServicesDep

@@ -152,7 +152,16 @@ class RequestInput(BaseModel):
 
 
 class RequestOutput(BaseModel):
-    name: Literal["predictions", "probabilities", "votes", "weighted_votes", "agreement", "std"]
+    name: Literal[
+        "predictions",
+        "probabilities",
+        "votes",
+        "weighted_votes",
+        "agreement",
+        "std",
+        "contributions",
+        "base_values",
+    ]
     parameters: Parameters | None = Field(
         default=None, description="`binary_data`: this output as raw bytes after the JSON."
     )
@@ -171,8 +180,8 @@ class OipInferenceRequest(BaseModel):
     model_version: str | None = Field(default=None, description="Ignored (the path names it).")
     parameters: Parameters | None = Field(
         default=None,
-        description="`voting` ('hard' or 'soft'), `return_proba`, `return_votes`, `return_std` "
-        "as in `/v1` predict; `binary_data_output`: every output as raw bytes.",
+        description="`voting` ('hard' or 'soft'), `return_proba`, `return_votes`, `return_std`, "
+        "`explain` as in `/v1` predict; `binary_data_output`: every output as raw bytes.",
     )
     inputs: list[RequestInput] = Field(min_length=1)
     outputs: list[RequestOutput] | None = Field(

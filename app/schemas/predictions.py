@@ -66,6 +66,17 @@ class PredictOptionsIn(BaseModel):
         default=False, description="Member votes per class (and weighted tallies), agreement."
     )
     return_std: bool = Field(default=False, description="Regression: std of member predictions.")
+    explain: bool = Field(
+        default=False,
+        description="Add `explanations`: each input column's contribution to each row's "
+        "output, per class (docs/explanations.md).",
+    )
+    explain_top: int | None = Field(
+        default=None,
+        ge=1,
+        description="With explain: keep the k largest contributions by absolute value per "
+        "row and class, the rest summed as `(other)`.",
+    )
 
 
 class PredictRequest(BaseModel):
@@ -137,6 +148,12 @@ class PredictionOut(BaseModel):
         description="With return_votes: the predicted class's share of the weighted tally "
         "(its tally divided by the sum of the weights; for an unweighted model, the share "
         "of members that voted for it).",
+    )
+    explanations: dict[str, Any] | None = Field(
+        default=None,
+        description="With explain: `space`, `method`, `exact`, `features`, `base_values`, "
+        "`outputs`, `contributions` (per row, per class, per input column), "
+        "`additivity_error` (docs/explanations.md).",
     )
     std: list[float] | None = Field(
         default=None, description="With return_std: population std of member predictions."

@@ -26,6 +26,7 @@ import pyarrow as pa
 
 import app as app_package
 from app.services.container import Services
+from app.services.explanations import check_explain_rows, explained
 from app.services.predictions import predict_checked, servable_for
 from app.services.routing import Target, target
 from app.services.shadows import ShadowRequest
@@ -34,6 +35,7 @@ from app.tensors import encode_response as encode
 from app.threads import in_thread
 from ensembles.builders import NUMERIC_DTYPES, FeatureColumn
 from ensembles.errors import PredictionInputError, Problem, TooLargeError
+from ensembles.explain.explanation import Explained
 from ensembles.inference import CheckedColumns, Prediction, PredictOptions, Servable, check_table
 from ensembles.inference.votes import option_problems
 from ensembles.registry import VersionRecord
@@ -57,8 +59,10 @@ OUTPUT_OPTIONS: Final[Mapping[str, str | None]] = {
     "weighted_votes": "return_votes",
     "agreement": "return_votes",
     "std": "return_std",
+    "contributions": "explain",
+    "base_values": "explain",
 }
-_FLAGS: Final = ("return_proba", "return_votes", "return_std")
+_FLAGS: Final = ("return_proba", "return_votes", "return_std", "explain")
 _FEATURE_DATATYPES: Final = {"int64": "INT64", "float64": "FP64", "bool": "BOOL"}
 _NUMERIC_TENSORS: Final = frozenset(
     {"FP16", "FP32", "FP64", "INT8", "INT16", "INT32", "INT64", "UINT8", "UINT16", "UINT32"}
@@ -131,6 +135,7 @@ def _outputs_metadata(servable: Servable) -> list[dict[str, Any]]:
         for flag in _FLAGS
         if not option_problems(signature, servable.pipeline, [], _only(flag), None)
     }
+    n_features = len(signature.features)
     shapes = {
         "predictions": (_label_datatype(signature), [-1]),
         "probabilities": ("FP64", [-1, k]),
@@ -138,6 +143,8 @@ def _outputs_metadata(servable: Servable) -> list[dict[str, Any]]:
         "weighted_votes": ("FP64", [-1, k]),
         "agreement": ("FP64", [-1]),
         "std": ("FP64", [-1]),
+        "contributions": ("FP64", [-1, -1, n_features] if k else [-1, n_features]),
+        "base_values": ("FP64", [-1] if k else [1]),
     }
     return [
         {"name": name, "datatype": datatype, "shape": shape}
@@ -222,8 +229,12 @@ def _infer(
         raise TooLargeError(f"{exc.detail}: {_listed(exc.problems, names, {})}") from None
     except PredictionInputError as exc:
         raise TensorError(f"{exc.detail}: {_listed(exc.problems, names, {})}") from None
+    if "explain" in asked.origin:
+        check_explain_rows(services, table.num_rows, ("inputs",))
     prediction = _predict(services, chosen, servable, checked, asked, names)
     outputs = _output_tensors(signature, prediction, asked.outputs)
+    if "explain" in asked.origin:
+        outputs += _explanation_tensors(explained(services, record, servable, checked))
     head: dict[str, Any] = {"model_name": record.model, "model_version": str(record.version)}
     if request.id is not None:
         head["id"] = request.id
@@ -494,6 +505,28 @@ def _output_tensors(
         elif name == "std" and prediction.std is not None:
             out.append(OutputTensor(name, "FP64", (n,), prediction.std))
     return out
+
+
+def _explanation_tensors(explanation: Explained) -> list[OutputTensor]:
+    """``contributions`` [n, k, features] ([n, features] for regression) and
+    ``base_values`` [k] ([1]), named in JSON-string parameters as /v1 names them."""
+    contributions = explanation.contributions
+    parameters: dict[str, Any] = {
+        "features": json.dumps(list(explanation.features)),
+        "space": explanation.space,
+        "method": explanation.method,
+        "exact": explanation.exact,
+    }
+    named = explanation.outputs_named
+    if named is None:
+        contributions = contributions[:, 0, :]
+    else:
+        parameters["classes"] = json.dumps(list(named))
+    base = explanation.base
+    return [
+        OutputTensor("contributions", "FP64", contributions.shape, contributions, parameters),
+        OutputTensor("base_values", "FP64", base.shape, base, dict(parameters)),
+    ]
 
 
 def _tally_table(rows: list[dict[str, Any]], classes: list[Any]) -> np.ndarray[Any, Any]:

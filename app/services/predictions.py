@@ -30,6 +30,7 @@ from app.bodies import TableFormat, read_table_body
 from app.problems import InvalidRequestError, count_text, validation_problems
 from app.schemas.predictions import PredictOptionsIn, PredictRequest
 from app.services.container import Services
+from app.services.explanations import check_explain_rows, explained
 from app.services.routing import Target, target, target_inline
 from app.services.shadows import ShadowRequest
 from app.threads import in_thread
@@ -144,6 +145,8 @@ def _inline_response(
     options = request.options
     if options.voting is not None or options.return_votes or options.return_std:
         return None  # scikit-learn's members answer these
+    if options.explain:
+        return None  # explanations are computed off the event loop
     chosen = target_inline(services, name, ref, key)
     if chosen is None:
         return None
@@ -186,6 +189,8 @@ def _write(
     ``rows`` are the request's rows as given, for the alias's shadow."""
     signature = servable.signature
     record = chosen.record
+    if options.explain:
+        check_explain_rows(services, _row_count(checked), ("instances",))
     prediction = predict_checked(
         services,
         record,
@@ -208,9 +213,16 @@ def _write(
     if signature.classes is not None:
         response["classes"] = list(signature.classes)
     response.update(prediction.as_dict())  # only what was asked for
+    if options.explain:
+        explanation = explained(services, record, servable, checked)
+        response["explanations"] = explanation.document(options.explain_top)
     response["warnings"] = checked.warnings
     content = orjson.dumps(response, option=orjson.OPT_SERIALIZE_NUMPY)
     return Answer(content, chosen.shadow_of(rows, signature.task, prediction.predictions))
+
+
+def _row_count(checked: CheckedColumns) -> int:
+    return len(next(iter(checked.columns.values()), ()))
 
 
 def predict_checked(

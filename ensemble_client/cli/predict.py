@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
+from ensemble_client import Prediction
 from ensemble_client.cli import render
 from ensemble_client.cli.app import USAGE, State, cli, fail, json_option, split_ref
 from ensemble_client.tables import check_writable_suffix, read_table, write_table
@@ -25,6 +27,11 @@ MAX_ROWS_SHOWN = 1000
 @click.option("--votes", is_flag=True, help="Members' votes per class, and agreement.")
 @click.option("--std", is_flag=True, help="Spread of the members' predictions (regression).")
 @click.option("--voting", type=click.Choice(["hard", "soft"]), help="How members combine.")
+@click.option("--explain", is_flag=True,
+              help="Why: each row's largest contributions of the input columns.")  # fmt: skip
+@click.option("--top", type=click.IntRange(min=1), default=None,
+              help="With --explain: the server keeps K contributions per row and class, the "
+              "rest as (other); K shown (default 3).")  # fmt: skip
 @json_option
 @pass_state
 def predict(
@@ -36,12 +43,15 @@ def predict(
     votes: bool,
     std: bool,
     voting: str | None,
+    explain: bool,
+    top: int | None,
 ) -> None:
     """Predict the rows of FILE (CSV, Parquet or JSON Lines) with MODEL (at REF: a
     version number, latest or an alias); one output row per input row, in order.
 
     \b
     ensemble predict iris-rf@production flowers.csv -o predictions.csv --proba
+    ensemble predict iris-rf flowers.csv --explain --top 2
     """
     model, ref = split_ref(model_ref)
     if output not in (None, "-"):
@@ -52,7 +62,15 @@ def predict(
         raise click.BadParameter(f"cannot read {file}: {exc}", param_hint="FILE") from None
     client = state.client
     result = client.models.predict_result(
-        model, rows, ref, proba=proba, votes=votes, std=std, voting=voting
+        model,
+        rows,
+        ref,
+        proba=proba,
+        votes=votes,
+        std=std,
+        voting=voting,
+        explain=explain,
+        top=top,
     )
     for warning in result.warnings:
         click.echo(f"warning: {warning}", err=True)
@@ -77,6 +95,33 @@ def predict(
         out.print(render.table(f"{model} v{result.version}", columns, cells))
         if len(frame) > MAX_ROWS_SHOWN:
             out.print(f"... {len(frame) - MAX_ROWS_SHOWN} more rows: write them with -o FILE")
+    if explain and result.explanations is not None and not state.json:
+        render.console().print(explanation_table(result, list(rows.index), top or 3))
+
+
+def explanation_table(result: Prediction, index: list[Any], top: int) -> Any:
+    """Per row, the explained output of its predicted class (regression: its value): the
+    base, the output, and the largest contributions with their signs."""
+    explained = result.explanations
+    assert explained is not None
+    cells = []
+    for i, label in enumerate(result.predictions[:MAX_ROWS_SHOWN]):
+        largest = explained.largest(i, top)
+        key = str(label) if str(label) in largest else next(iter(largest))
+        base = explained.base_values
+        output = explained.outputs[i]
+        cells.append([
+            str(index[i]),
+            str(label),
+            "" if key is None else key,
+            base[key] if isinstance(base, dict) and key is not None else base,
+            output[key] if isinstance(output, dict) and key is not None else output,
+            ", ".join(f"{name} {value:+.4g}" for name, value in largest[key]),
+        ])  # fmt: skip
+    exact = "exact" if explained.exact else "estimate"
+    title = f"why: {explained.method} ({exact}) in {explained.space} space"
+    columns = ["row", "prediction", "explained", "base", "output", "largest contributions"]
+    return render.table(title, columns, cells)
 
 
 def check_output(output: str) -> None:

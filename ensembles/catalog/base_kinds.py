@@ -35,6 +35,7 @@ BASE_KINDS: tuple[Kind, ...] = (
         ),
         compiled="tree",
         importances="estimator",
+        explain="tree_shap",
     ),
     Kind(
         "logistic_regression",
@@ -56,6 +57,7 @@ BASE_KINDS: tuple[Kind, ...] = (
             CLASS_WEIGHT,
         ),
         compiled="logistic",
+        explain="linear",
     ),
     Kind(
         "linear_regression",
@@ -67,6 +69,7 @@ BASE_KINDS: tuple[Kind, ...] = (
             P("positive", BOOL, False, "Force non-negative coefficients."),
         ),
         compiled="linear",
+        explain="linear",
     ),
     Kind(
         "ridge",
@@ -86,6 +89,7 @@ BASE_KINDS: tuple[Kind, ...] = (
             CLASS_WEIGHT,
         ),
         compiled_by_task={"regression": "linear"},  # RidgeClassifier answers in scikit-learn
+        explain="linear",
     ),
     Kind(
         "knn",

@@ -59,6 +59,7 @@ SKLEARN_ENSEMBLE_KINDS: tuple[Kind, ...] = (
         combination="soft_mean",
         labels="argmax_if_soft",
         compiled="voting",
+        explain="weighted_sum",
     ),
     bagging_kind(
         "bagging",
@@ -133,6 +134,8 @@ SKLEARN_ENSEMBLE_KINDS: tuple[Kind, ...] = (
         hardest_rows=hardest_rows,
         stop_note=adaboost.stop_note,
         importances="estimator",
+        explain="weighted_sum",
+        explain_space="margin",
     ),
     Kind(
         "gradient_boosting",
@@ -187,6 +190,8 @@ SKLEARN_ENSEMBLE_KINDS: tuple[Kind, ...] = (
         labels="raw_ge",
         compiled="boosting",
         importances="estimator",
+        explain="tree_shap",
+        explain_space="margin",
     ),
     Kind(
         "hist_gradient_boosting",
@@ -247,6 +252,8 @@ SKLEARN_ENSEMBLE_KINDS: tuple[Kind, ...] = (
         combination="sum",
         labels="raw_gt",
         compiled="histogram",
+        explain="tree_shap",
+        explain_space="margin",
     ),
     forest_kind(
         "random_forest",
@@ -301,5 +308,7 @@ SKLEARN_ENSEMBLE_KINDS: tuple[Kind, ...] = (
         combination="final_estimator",
         labels="stacked",
         compiled="stacking",
+        explain="weighted_sum",
+        explain_space="margin",
     ),
 )

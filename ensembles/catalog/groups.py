@@ -120,6 +120,7 @@ def bagging_kind(
         labels="argmax",
         compiled="bagging",
         importances="members_mean",
+        explain="weighted_sum",
     )
 
 
@@ -140,6 +141,7 @@ def forest_kind(name: str, description: str, classes: Mapping[Task, type], boots
         labels="argmax",
         compiled="forest",
         importances="estimator",
+        explain="tree_shap",
     )
 
 

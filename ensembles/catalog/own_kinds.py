@@ -72,6 +72,7 @@ OWN_KINDS: tuple[Kind, ...] = (
         combination="soft_mean",
         labels="argmax_if_soft",
         compiled="voting",
+        explain="weighted_sum",
         importances="members_mean",
     ),
     Kind(
@@ -118,6 +119,7 @@ OWN_KINDS: tuple[Kind, ...] = (
         combination="soft_mean",
         labels="argmax_if_soft",
         compiled="voting",
+        explain="weighted_sum",
         spec_check=_selection.spec_problems,
         own_plots=("selection_curve",),
     ),

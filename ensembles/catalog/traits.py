@@ -91,6 +91,20 @@ StopNote = Callable[[Any], str | None]
 # Curves the fitted model carries about its own fit, in the shape of
 # ``ensembles.reports.Curve`` (adaboost_mh: training Hamming loss and prod Z_t per round).
 FittedCurves = Callable[[Any], list[dict[str, Any]]]
+# How ensembles.explain attributes a fitted model's output to its input columns:
+# ``tree_shap`` (exact TreeSHAP of its trees), ``weighted_sum`` (the weighted sum of its
+# members' explanations, as its ``combination`` adds their outputs), ``linear`` (exact,
+# coefficient times the distance from the reference row), ``permutation`` (the sampling
+# fallback).  A callable ``(fitted, Xt, output)`` -> ``ensembles.explain.attribution.
+# Attribution`` or None is a library's own exact method (XGBoost's ``pred_contribs``...).
+ExplainMethod = Literal["tree_shap", "weighted_sum", "linear", "permutation"]
+Explain = ExplainMethod | Callable[[Any, Any, str], Any]
+# The space of a classifier's explanation at the top of a model: its (weighted mean of)
+# probabilities, or the raw scores boosting adds before its link.
+ExplainSpace = Literal["probability", "margin"]
+# A classifier's raw scores (n, k) where it has no ``decision_function`` (the boosting
+# libraries): what a ``margin`` explanation is checked against.
+RawScores = Callable[[Any, Any], Any]
 
 
 @dataclass(frozen=True)
@@ -167,6 +181,9 @@ class Kind:
     libraries: tuple[str, ...] = ()
     # Plots only this kind's versions have (ensembles.plots.catalog names them).
     own_plots: tuple[str, ...] = ()
+    explain: Explain = "permutation"
+    explain_space: ExplainSpace = "probability"
+    raw_scores: RawScores | None = None
 
     def compiled_for(self, task: Task) -> Compiled:
         return self.compiled_by_task.get(task, self.compiled)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
 
 from ensembles.errors import NotFoundError, Problem
-from ensembles.plots import data, figures
+from ensembles.plots import contributions, data, figures
 from ensembles.plots.data import PlotAbsentError, VersionView
 
 if TYPE_CHECKING:
@@ -82,6 +82,16 @@ PLOTS: Final[dict[str, PlotKind[Any]]] = {
             "Impurity-based importances summed back onto the table's columns.",
             data.feature_importances,
             figures.feature_importances,
+        ),
+        PlotKind(
+            "contributions",
+            "Contributions",
+            "How far each column moves the predictions on average (mean |SHAP value| per "
+            "class, on the hold-out rows): unlike the impurity importances beside it, "
+            "measured on rows the model did not train on, in the units of its output, and "
+            "for every kind, not only trees.",
+            contributions.read,
+            contributions.draw,
         ),
         PlotKind(
             "diversity",

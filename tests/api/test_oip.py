@@ -214,10 +214,17 @@ async def test_metadata_and_readiness(api: Api) -> None:
         "votes": ("INT64", [-1, 3]),
         "weighted_votes": ("FP64", [-1, 3]),
         "agreement": ("FP64", [-1]),
+        "contributions": ("FP64", [-1, -1, 4]),  # explain: per class, per input column
+        "base_values": ("FP64", [-1]),
     }
     assert json.loads(meta["parameters"]["classes"]) == ["setosa", "versicolor", "virginica"]
     reg = (await client.get("/v2/models/reg-random-forest")).json()
-    assert {o["name"] for o in reg["outputs"]} == {"predictions", "std"}
+    assert {o["name"] for o in reg["outputs"]} == {
+        "predictions",
+        "std",
+        "contributions",
+        "base_values",
+    }
     coloured = (await client.get("/v2/models/coloured")).json()
     assert coloured["inputs"][-1] == {"name": "colour", "datatype": "BYTES", "shape": [-1]}
     assert "matrix_input" not in coloured["parameters"]

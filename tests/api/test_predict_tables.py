@@ -456,4 +456,11 @@ async def test_the_openapi_document_declares_table_bodies_and_query_options(
     assert {"application/json", ARROW, PARQUET, "application/x-parquet"} <= set(content)
     assert content[ARROW]["schema"]["format"] == "binary"
     query = {p["name"] for p in operation["parameters"] if p["in"] == "query"}
-    assert query == {"voting", "return_proba", "return_votes", "return_std"}
+    assert query == {
+        "voting",
+        "return_proba",
+        "return_votes",
+        "return_std",
+        "explain",
+        "explain_top",
+    }

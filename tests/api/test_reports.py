@@ -76,7 +76,14 @@ async def test_a_version_lists_its_plots_and_each_is_an_svg(
 ) -> None:
     plots = forest_version["plots"]
     measured = ["diversity"] if forest_version["metrics"].get("diversity") else []
-    assert plots == ["oob_curve", "members", "confusion_matrix", "feature_importances", *measured]
+    assert plots == [
+        "oob_curve",
+        "members",
+        "confusion_matrix",
+        "feature_importances",
+        "contributions",  # beside the impurity importances
+        *measured,
+    ]
     for name in plots:
         response = await api.client.get(f"/v1/models/iris-clf/versions/1/plots/{name}")
         assert response.status_code == 200, response.text
@@ -189,7 +196,13 @@ async def test_a_regression_report_has_predicted_vs_actual_and_residuals(api: Ap
     assert stored["evaluated_on"] == "holdout"
     assert stored["n"] == len(stored["actual"]) == len(stored["predicted"]) == 89
     measured = ["diversity"] if version["metrics"].get("ambiguity") else []
-    assert version["plots"] == ["members", "predicted_vs_actual", "residuals", *measured]
+    assert version["plots"] == [
+        "members",
+        "predicted_vs_actual",
+        "residuals",
+        "contributions",
+        *measured,
+    ]
     html = (await api.client.get("/v1/models/diab/versions/1/report")).text
     _self_contained(html)
     assert 'data-absent="oob_curve"' in html

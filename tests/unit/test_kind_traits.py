@@ -43,6 +43,8 @@ FITTED_TRAITS = (
     "hardest_rows",
     "stop_note",
     "votes",
+    "explain",
+    "explain_space",
 )
 DATASET = {"classification": "wine", "regression": "diabetes"}
 
