@@ -145,5 +145,7 @@ OWN_KINDS: tuple[Kind, ...] = (
         hardest_rows=_mh.hardest_rows,
         fitted_curves=_mh.fitted_curves,
         libraries=("ensemble-service",),
+        explain=_mh.explanation,
+        explain_space="margin",
     ),
 )

@@ -26,6 +26,7 @@ version's lineage names the ``ensemble-service`` distribution it loads with.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,7 +40,14 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from ensembles.kinds.base import Monitor, curve
 from ensembles.science.hardest_rows import TOP_ROWS
 
-__all__ = ["AdaBoostMHClassifier", "fitted_curves", "hardest_rows", "row_weights"]
+__all__ = [
+    "AdaBoostMHClassifier",
+    "explanation",
+    "fitted_curves",
+    "hardest_rows",
+    "row_weights",
+    "shap_tables",
+]
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.intp]
@@ -57,6 +65,7 @@ class _Grown:
     left: list[int] = field(default_factory=list)
     right: list[int] = field(default_factory=list)
     value: list[FloatArray] = field(default_factory=list)
+    cover: list[float] = field(default_factory=list)  # training rows reaching the node
 
     def add(self, k: int) -> int:
         self.feature.append(0)
@@ -64,6 +73,7 @@ class _Grown:
         self.left.append(len(self.left))
         self.right.append(len(self.right))
         self.value.append(np.zeros(k))
+        self.cover.append(0.0)
         return len(self.feature) - 1
 
 
@@ -123,6 +133,7 @@ class _Round:
         gains: FloatArray,
     ) -> int:
         node = nodes.add(self.pos.shape[1])
+        nodes.cover[node] = float(rows.sum())
         w_pos, w_neg = self.pos[rows].sum(axis=0), self.neg[rows].sum(axis=0)
         own = 2 * float(np.sqrt(w_pos * w_neg).sum())
         # Every class pure (own 0) leaves nothing to lower; else the best cut, if any.
@@ -145,7 +156,8 @@ class AdaBoostMHClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[misc
 
     Fitted: ``classes_``; ``n_estimators_`` rounds; the members' nodes, flat
     (``tree_feature_``, ``tree_threshold_``, ``tree_left_``, ``tree_right_``,
-    ``tree_value_``: a leaf's scores h per class, learning rate included) and each
+    ``tree_value_``: a leaf's scores h per class, learning rate included; ``tree_cover_``:
+    the training rows reaching each node, what TreeSHAP weighs paths by) and each
     member's ``roots_``; per round the normaliser ``normalizers_`` (Z_t) and the training
     Hamming loss ``train_hamming_loss_``; ``smoothing_`` (eps);
     ``feature_importances_``: the share of the criterion Z each feature's splits removed,
@@ -209,6 +221,7 @@ class AdaBoostMHClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[misc
         self.tree_left_ = np.asarray(nodes.left, dtype=np.intp)
         self.tree_right_ = np.asarray(nodes.right, dtype=np.intp)
         self.tree_value_ = np.stack(nodes.value) if nodes.value else np.zeros((0, signs.shape[1]))
+        self.tree_cover_ = np.asarray(nodes.cover, dtype=np.float64)
         self.roots_ = np.asarray(roots, dtype=np.intp)
         self.n_estimators_ = len(roots)
         self.normalizers_ = np.asarray(norms)
@@ -359,3 +372,46 @@ def fitted_curves(model: AdaBoostMHClassifier) -> list[dict[str, Any]]:
         ),
         curve("hamming_loss_bound", "members", x, label, bound[marks - 1].tolist()),
     ]
+
+
+def shap_tables(model: AdaBoostMHClassifier) -> dict[str, Any]:
+    """The members as shap tree tables whose outputs are the decision function's columns
+    (two classes: f1 - f0), so exact TreeSHAP of their sum explains the margin."""
+    k = len(model.classes_)
+    value = model.tree_value_
+    scores = value if k > 2 else (value[:, 1] - value[:, 0])[:, np.newaxis]
+    ends = [*model.roots_.tolist(), len(model.tree_feature_)]
+    trees = []
+    for start, end in itertools.pairwise(ends):
+        local = np.arange(end - start)
+        leaf = model.tree_left_[start:end] == local + start  # a leaf points to itself
+        left = np.where(leaf, -1, model.tree_left_[start:end] - start).astype(np.int32)
+        right = np.where(leaf, -1, model.tree_right_[start:end] - start).astype(np.int32)
+        cover = model.tree_cover_[start:end]
+        values = scores[start:end].copy()
+        for node in local[::-1]:  # children come after their parent: fill means bottom-up
+            if not leaf[node]:
+                a, b = left[node], right[node]
+                values[node] = (cover[a] * values[a] + cover[b] * values[b]) / (cover[a] + cover[b])
+        trees.append(
+            {
+                "children_left": left,
+                "children_right": right,
+                "children_default": left.copy(),
+                "features": np.where(leaf, -2, model.tree_feature_[start:end]).astype(np.int32),
+                "thresholds": model.tree_threshold_[start:end].astype(np.float64),
+                "values": values,
+                "node_sample_weight": cover,
+            }
+        )
+    return {"trees": trees, "base_offset": 0.0}
+
+
+def explanation(model: AdaBoostMHClassifier, Xt: Any, output: str) -> Any:
+    """Exact TreeSHAP of the margin f (a sum of trees); other outputs (the probabilities
+    sigma(2f) normalised) are not a sum of the members', so the caller samples them."""
+    if output != "margin":
+        return None
+    from ensembles.explain.trees import tables_attribution  # the catalog imports this module
+
+    return tables_attribution(model, "adaboost_mh", Xt, lambda: shap_tables(model))

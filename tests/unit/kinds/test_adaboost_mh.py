@@ -21,7 +21,7 @@ from sklearn.datasets import load_breast_cancer, load_iris, load_wine
 from ensembles.data import select_training_data, table_from_frame
 from ensembles.errors import SpecError, TrainingCancelledError
 from ensembles.jobs import library_versions
-from ensembles.kinds.adaboost_mh import AdaBoostMHClassifier
+from ensembles.kinds.adaboost_mh import AdaBoostMHClassifier, explanation, shap_tables
 from ensembles.specs import EvaluationSpec, parse_estimator_spec
 from ensembles.training import FittedModel, train
 from ensembles.validation import resolve_ensemble
@@ -318,3 +318,68 @@ def test_row_weights_start_the_pair_weights_and_weight_the_hamming_loss() -> Non
     assert np.all(weighted.train_hamming_loss_ <= np.cumprod(weighted.normalizers_))
     with pytest.raises(ValueError, match="non-negative"):
         AdaBoostMHClassifier(2).fit(X, y, sample_weight=-w)
+
+
+def _cover_expectation(tree: dict[str, Any], x: Any, known: set[int], node: int = 0) -> Any:
+    """E[tree(x) | the columns in ``known``], unknown columns following the training rows'
+    cover: the conditional expectation TreeSHAP's path-dependent form takes Shapley values of."""
+    left, right = tree["children_left"][node], tree["children_right"][node]
+    if left < 0:
+        return tree["values"][node]
+    feature = tree["features"][node]
+    if feature in known:
+        child = left if x[feature] <= tree["thresholds"][node] else right
+        return _cover_expectation(tree, x, known, child)
+    cover = tree["node_sample_weight"]
+    return (
+        cover[left] * _cover_expectation(tree, x, known, left)
+        + cover[right] * _cover_expectation(tree, x, known, right)
+    ) / (cover[left] + cover[right])
+
+
+def _brute_force_shapley(tables: dict[str, Any], x: Any, m: int) -> Any:
+    """Shapley values of the trees' summed conditional expectation, over every subset."""
+
+    def value(known: set[int]) -> Any:
+        return sum(_cover_expectation(tree, x, known) for tree in tables["trees"])
+
+    phi = []
+    for i in range(m):
+        others = [j for j in range(m) if j != i]
+        total = 0.0
+        for size in range(m):
+            weight = math.factorial(size) * math.factorial(m - size - 1) / math.factorial(m)
+            for subset in itertools.combinations(others, size):
+                total = total + weight * (value({*subset, i}) - value(set(subset)))
+        phi.append(total)
+    return np.stack(phi, axis=-1)  # (outputs, columns)
+
+
+@pytest.mark.parametrize(("classes", "depth"), [(3, 1), (3, 2), (2, 2)])
+def test_the_margin_is_explained_exactly_by_treeshap_over_its_members(
+    classes: int, depth: int
+) -> None:
+    """The explanation the kind declares: exact TreeSHAP of the margin f (two classes:
+    f1 - f0), equal to Shapley values worked out over every subset of columns from the
+    members' covers, adding up to the decision function row by row."""
+    X, y = load_iris(return_X_y=True)
+    keep = y < classes
+    X, y = X[keep], y[keep]
+    model = AdaBoostMHClassifier(n_estimators=6, max_depth=depth).fit(X, y)
+    found = explanation(model, X[::7], "margin")
+    assert found is not None and found.method == "tree_shap"
+    margin = model.decision_function(X[::7]).reshape(len(X[::7]), -1)
+    np.testing.assert_allclose(found.outputs(), margin, atol=1e-9)
+    tables = shap_tables(model)
+    for tree in tables["trees"]:  # covers: the training rows reaching each node
+        cover, left, right = (
+            tree["node_sample_weight"],
+            tree["children_left"],
+            tree["children_right"],
+        )
+        assert cover[0] == len(X)
+        inner = left >= 0
+        np.testing.assert_array_equal(cover[inner], cover[left[inner]] + cover[right[inner]])
+    for row, x in enumerate(X[::7][:6]):
+        np.testing.assert_allclose(found.phi[row], _brute_force_shapley(tables, x, 4), atol=1e-9)
+    assert explanation(model, X[:3], "proba") is None  # sigma(2f) normalised: sampled
