@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from importlib import metadata as importlib_metadata
 from typing import Any
 
-from ensembles.catalog import Task
+from ensembles.catalog import KINDS, Task
 from ensembles.data import TrainingData, read_table, select_training_data
 from ensembles.errors import (
     ConflictError,
@@ -33,6 +33,7 @@ from ensembles.inference import inference_verdict
 from ensembles.parallel import MemberPool
 from ensembles.registry import Registry, job_problem
 from ensembles.registry.documents import JobDocument, VersionMetadata
+from ensembles.specs import EstimatorSpec
 from ensembles.training import CancelToken, FittedModel, train
 
 log = logging.getLogger(__name__)
@@ -192,14 +193,27 @@ def plain(value: Any) -> Any:
     return value
 
 
-def library_versions() -> dict[str, str]:
+def library_versions(spec: EstimatorSpec | None = None) -> dict[str, str]:
+    """The versions the artifact loads with: scikit-learn's stack, and the library of each
+    kind in ``spec`` that has one (xgboost, lightgbm, catboost)."""
     versions = {"python": platform.python_version()}
-    for name in _LIBRARIES:
+    for name in (*_LIBRARIES, *(spec_libraries(spec) if spec is not None else ())):
         try:
             versions[name] = importlib_metadata.version(name)
         except importlib_metadata.PackageNotFoundError:
             continue
     return versions
+
+
+def spec_libraries(spec: EstimatorSpec) -> list[str]:
+    """The third-party libraries of the kinds in a spec, at every level."""
+    kind = KINDS[spec.kind]
+    found = [kind.library.distribution] if kind.library is not None else []
+    children = [spec.estimator, spec.final_estimator, *(spec.estimators or [])]
+    for child in children:
+        if child is not None:
+            found += [name for name in spec_libraries(child) if name not in found]
+    return found
 
 
 def version_metadata(
@@ -232,7 +246,7 @@ def version_metadata(
             "metrics": fitted.metrics.model_dump(),
             "feature_importances": fitted.feature_importances,
             "training": training,
-            "artifact": {"format": "joblib", "library_versions": library_versions()},
+            "artifact": {"format": "joblib", "library_versions": library_versions(fitted.spec)},
             "description": document.description,
             "tags": document.tags,
             "job_id": job_id,

@@ -20,7 +20,7 @@ from sklearn.utils.validation import has_fit_parameter
 
 from ensembles.builders import build_estimator
 from ensembles.built_checks import built_members
-from ensembles.catalog import KINDS
+from ensembles.catalog import KINDS, Kind
 from ensembles.errors import Location, Problem, TrainingError
 from ensembles.specs import EstimatorSpec, EvaluationSpec
 from ensembles.splits import cv_problems, encode_classes, split_rows
@@ -65,6 +65,7 @@ def check_against_rows(
         counts = _class_counts(y_train) if task == "classification" else None
     if spec is None or n_train < 1:
         return problems
+    problems += _label_codes(spec, y, task)
     held = f"the {n_train} training rows"
     if n_train < n:
         held += f" left after holding out {n - n_train} of {n}"
@@ -83,6 +84,32 @@ def check_against_rows(
                 seen.add(problem.loc)
                 problems.append(problem)
     return problems
+
+
+def _label_codes(spec: EstimatorSpec, y: NDArray[Any], task: Task) -> list[Problem]:
+    """A kind whose classifier takes only the labels 0..k-1 (its artifact predicts them)."""
+    if task != "classification":
+        return []
+    codes = [k.name for k in _kinds_in(spec) if k.class_codes]
+    labels = np.unique(np.asarray(y))
+    plain = labels.dtype.kind in "iu" and np.array_equal(labels, np.arange(len(labels)))
+    if not codes or plain:
+        return []
+    shown_labels = ", ".join(repr(v) for v in labels[:5].tolist())
+    msg = (
+        f"'{codes[0]}' classifies only targets whose classes are the integers 0..k-1 "
+        f"(its model predicts those); this target has {shown_labels}"
+        f"{', ...' if len(labels) > 5 else ''}: encode the classes as 0..{len(labels) - 1}"
+    )
+    return [Problem(("target",), msg)]
+
+
+def _kinds_in(spec: EstimatorSpec) -> list[Kind]:
+    found = [KINDS[spec.kind]]
+    for child in (spec.estimator, spec.final_estimator, *(spec.estimators or [])):
+        if child is not None:
+            found += _kinds_in(child)
+    return found
 
 
 def _class_counts(y: NDArray[Any]) -> dict[Any, int]:

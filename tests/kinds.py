@@ -61,6 +61,11 @@ def _ensembles(task: Task) -> dict[str, Spec]:
             "params": {"cv": 3, "max_steps": 6},
             "estimators": members,
         },
+        "xgboost": {"kind": "xgboost", "params": {"n_estimators": 12, "max_depth": 3}},
+        "lightgbm": {
+            "kind": "lightgbm",
+            "params": {"n_estimators": 12, "num_leaves": 7, "min_child_samples": 5},
+        },
     }
 
 

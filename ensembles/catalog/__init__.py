@@ -14,6 +14,7 @@ from typing import Any
 
 from ensembles.catalog.base_kinds import BASE_KINDS
 from ensembles.catalog.ensemble_kinds import SKLEARN_ENSEMBLE_KINDS
+from ensembles.catalog.library_kinds import LIBRARY_KINDS
 from ensembles.catalog.own_kinds import OWN_KINDS
 from ensembles.catalog.params import MAX_N_ESTIMATORS, SERVICE_OWNED_PARAMS, Domain, Param
 from ensembles.catalog.traits import (
@@ -31,7 +32,7 @@ from ensembles.catalog.traits import (
 )
 from ensembles.tasks import TASKS, Task
 
-ENSEMBLE_KINDS: tuple[Kind, ...] = (*SKLEARN_ENSEMBLE_KINDS, *OWN_KINDS)
+ENSEMBLE_KINDS: tuple[Kind, ...] = (*SKLEARN_ENSEMBLE_KINDS, *OWN_KINDS, *LIBRARY_KINDS)
 
 __all__ = [
     "BASE_KINDS",

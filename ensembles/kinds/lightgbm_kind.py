@@ -1,0 +1,73 @@
+"""LightGBM as a kind: how the spec becomes an ``LGBMClassifier`` / ``LGBMRegressor``, how
+its rounds are fitted (progress, cancel and early stopping through its callbacks) and its
+staged answers.  Imports lightgbm only when called: the catalog lists the kind without it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ensembles.kinds.base import OwnReport
+from ensembles.kinds.boosting_library import (
+    FIT_PARAMS,
+    Round,
+    check_cancel,
+    fit_report,
+    validation_split,
+)
+from ensembles.tasks import Task
+
+__all__ = ["categorical_params", "estimator_params", "fit_rounds", "predict_at", "rounds_kept"]
+
+# The service's names of LightGBM's regression objectives (API.md) -> LightGBM's own.
+OBJECTIVES = {"l2": "regression", "l1": "regression_l1", "huber": "huber", "quantile": "quantile"}
+
+
+def estimator_params(task: Task, params: dict[str, Any]) -> dict[str, Any]:
+    out = {k: v for k, v in params.items() if k not in FIT_PARAMS}
+    objective = out.pop("objective", None)
+    if objective is not None:
+        out["objective"] = OBJECTIVES.get(objective, objective)
+    return out
+
+
+def categorical_params(positions: list[int], n: int) -> dict[str, Any]:
+    return {"categorical_feature": positions}
+
+
+def fit_rounds(
+    estimator: Any,
+    X: Any,
+    y: Any,
+    params: dict[str, Any],
+    threads: int,
+    on_round: Round | None,
+) -> OwnReport:
+    import lightgbm
+
+    size = int(estimator.n_estimators)
+    fit = validation_split(estimator, X, y, params, size, on_round)
+    callbacks: list[Callable[..., None]] = [lambda env: check_cancel(fit, env.iteration + 1)]
+    extra: dict[str, Any] = {}
+    if fit.patience is not None:
+        callbacks.append(
+            lightgbm.early_stopping(fit.patience, first_metric_only=True, verbose=False)
+        )
+        extra["eval_set"] = [(fit.X_valid, fit.y_valid)]
+    estimator.set_params(n_jobs=threads)
+    try:
+        estimator.fit(fit.X, fit.y, callbacks=callbacks, **extra)
+    finally:
+        estimator.set_params(n_jobs=1)  # the stored model predicts in one thread
+    best = int(estimator.best_iteration_) or None
+    return fit_report(size, int(estimator.n_estimators_), best, fit)
+
+
+def rounds_kept(estimator: Any) -> int:
+    """The rounds the model predicts with (its best under early stopping)."""
+    return int(estimator.best_iteration_) or int(estimator.n_estimators_)
+
+
+def predict_at(estimator: Any, X: Any, rounds: int) -> Any:
+    return estimator.predict(X, num_iteration=rounds)
