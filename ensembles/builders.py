@@ -12,6 +12,7 @@ numeric column as it is and ordinal codes.
 from __future__ import annotations
 
 import inspect
+from functools import cache
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -69,8 +70,14 @@ def build_estimator(spec: EstimatorSpec, task: Task, random_state: int | None) -
     return estimator
 
 
+@cache
 def _constructor_params(cls: type) -> set[str]:
-    return set(inspect.signature(cls).parameters)
+    """Its constructor's parameters, and those it takes as ``**kwargs`` but lists in
+    ``get_params`` (XGBoost's ``random_state``)."""
+    named = set(inspect.signature(cls).parameters)
+    if "kwargs" not in named:
+        return named
+    return named | set(cls().get_params(deep=False))
 
 
 def build_preprocessing(

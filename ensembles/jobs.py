@@ -12,6 +12,7 @@ the job's outcome: its version, or why it failed, as a problem with a stable cod
 from __future__ import annotations
 
 import contextlib
+import importlib
 import logging
 import math
 import platform
@@ -197,18 +198,21 @@ def library_versions(spec: EstimatorSpec | None = None) -> dict[str, str]:
     """The versions the artifact loads with: scikit-learn's stack, and the library of each
     kind in ``spec`` that has one (xgboost, lightgbm, catboost)."""
     versions = {"python": platform.python_version()}
-    for name in (*_LIBRARIES, *(spec_libraries(spec) if spec is not None else ())):
+    for name in _LIBRARIES:
         try:
             versions[name] = importlib_metadata.version(name)
         except importlib_metadata.PackageNotFoundError:
             continue
+    for module in spec_libraries(spec) if spec is not None else ():
+        # By module: xgboost installs as the xgboost-cpu distribution, or as xgboost.
+        versions[module] = str(importlib.import_module(module).__version__)
     return versions
 
 
 def spec_libraries(spec: EstimatorSpec) -> list[str]:
     """The third-party libraries of the kinds in a spec, at every level."""
     kind = KINDS[spec.kind]
-    found = [kind.library.distribution] if kind.library is not None else []
+    found = [kind.library.module] if kind.library is not None else []
     children = [spec.estimator, spec.final_estimator, *(spec.estimators or [])]
     for child in children:
         if child is not None:

@@ -54,7 +54,7 @@ def fit_rounds(
         callbacks.append(
             lightgbm.early_stopping(fit.patience, first_metric_only=True, verbose=False)
         )
-        extra["eval_set"] = [(fit.X_valid, fit.y_valid)]
+        extra |= {"eval_X": (fit.X_valid,), "eval_y": (fit.y_valid,)}
     estimator.set_params(n_jobs=threads)
     try:
         estimator.fit(fit.X, fit.y, callbacks=callbacks, **extra)
