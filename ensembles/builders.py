@@ -12,9 +12,9 @@ numeric column as it is and ordinal codes.
 from __future__ import annotations
 
 import inspect
-from functools import cache
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 import numpy as np
