@@ -20,7 +20,7 @@ from sklearn.utils.validation import has_fit_parameter
 
 from ensembles.builders import build_estimator
 from ensembles.built_checks import built_members
-from ensembles.catalog import KINDS, Kind
+from ensembles.catalog import KINDS
 from ensembles.errors import Location, Problem, TrainingError
 from ensembles.specs import EstimatorSpec, EvaluationSpec
 from ensembles.splits import cv_problems, encode_classes, split_rows
@@ -87,29 +87,24 @@ def check_against_rows(
 
 
 def _label_codes(spec: EstimatorSpec, y: NDArray[Any], task: Task) -> list[Problem]:
-    """A kind whose classifier takes only the labels 0..k-1 (its artifact predicts them)."""
-    if task != "classification":
+    """A top-level kind whose classifier takes only the labels 0..k-1 (XGBoost): its
+    model would predict those codes, not the table's classes.  As a member it is fine:
+    scikit-learn's ensembles hand their members the classes encoded as 0..k-1."""
+    kind = KINDS[spec.kind]
+    if task != "classification" or not kind.class_codes:
         return []
-    codes = [k.name for k in _kinds_in(spec) if k.class_codes]
     labels = np.unique(np.asarray(y))
-    plain = labels.dtype.kind in "iu" and np.array_equal(labels, np.arange(len(labels)))
-    if not codes or plain:
+    if labels.dtype.kind in "iu" and np.array_equal(labels, np.arange(len(labels))):
         return []
     shown_labels = ", ".join(repr(v) for v in labels[:5].tolist())
     msg = (
-        f"'{codes[0]}' classifies only targets whose classes are the integers 0..k-1 "
-        f"(its model predicts those); this target has {shown_labels}"
-        f"{', ...' if len(labels) > 5 else ''}: encode the classes as 0..{len(labels) - 1}"
+        f"'{kind.name}' at the top level classifies only targets whose classes are the "
+        f"integers 0..k-1 (its model predicts those); this target has {shown_labels}"
+        f"{', ...' if len(labels) > 5 else ''}: encode them as 0..{len(labels) - 1}, or "
+        f"make '{kind.name}' the member of an ensemble (bagging, voting, stacking), which "
+        "encodes them"
     )
     return [Problem(("target",), msg)]
-
-
-def _kinds_in(spec: EstimatorSpec) -> list[Kind]:
-    found = [KINDS[spec.kind]]
-    for child in (spec.estimator, spec.final_estimator, *(spec.estimators or [])):
-        if child is not None:
-            found += _kinds_in(child)
-    return found
 
 
 def _class_counts(y: NDArray[Any]) -> dict[Any, int]:

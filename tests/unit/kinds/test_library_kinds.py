@@ -285,6 +285,9 @@ def test_xgboost_refuses_classes_other_than_0_to_k_minus_1_at_submit() -> None:
     [problem] = check_against_rows(spec, HOLDOUT, y, "classification", RS)
     assert problem.loc == ("target",) and "0..2" in problem.msg
     assert check_against_rows(spec, HOLDOUT, np.array([0, 1, 2] * 20), "classification", RS) == []
+    raw = {"kind": "bagging", "estimator": {"kind": "xgboost"}}
+    nested = resolve_ensemble(parse_estimator_spec(raw), "classification")
+    assert check_against_rows(nested, HOLDOUT, y, "classification", RS) == []
 
 
 NESTED = [
