@@ -39,13 +39,14 @@ WORKDIR /src
 # Dependencies first, from pyproject.toml alone, so that a change to the code or the README
 # reuses this (large) layer. The version ranges are the ones pyproject.toml declares, with
 # its postgres, s3 and dask extras (the image serves the scaled-out deployment) and its
-# export extra (skops and ONNX exports, docs/export.md).
+# export extra (skops and ONNX exports, docs/export.md) and boosting extra (the xgboost,
+# lightgbm and catboost kinds, docs/kinds.md).
 COPY pyproject.toml ./
 RUN --mount=type=secret,id=pipcert,required=false \
     --mount=type=secret,id=pipconf,required=false \
     if [ -s /run/secrets/pipcert ]; then export PIP_CERT=/run/secrets/pipcert; fi; \
     if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; fi; \
-    python3 -c 'import tomllib; p = tomllib.load(open("pyproject.toml", "rb"))["project"]; extras = p["optional-dependencies"]; print("\n".join(p["dependencies"] + extras["postgres"] + extras["s3"] + extras["dask"] + extras["export"]))' \
+    python3 -c 'import tomllib; p = tomllib.load(open("pyproject.toml", "rb"))["project"]; extras = p["optional-dependencies"]; print("\n".join(p["dependencies"] + extras["postgres"] + extras["s3"] + extras["dask"] + extras["export"] + extras["boosting"]))' \
         > /tmp/requirements.txt \
     && /opt/venv/bin/pip install --prefer-binary -r /tmp/requirements.txt
 
