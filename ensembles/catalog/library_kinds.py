@@ -1,4 +1,4 @@
-"""The boosting libraries as kinds (xgboost, lightgbm, catboost), as data.
+"""The boosting libraries as kinds (xgboost, lightgbm), as data.
 
 Each is fitted by its module in :mod:`ensembles.kinds` (``growth="rounds"``); the library
 is an optional extra (``boosting``): without it the kind is still listed, and refused at
@@ -10,7 +10,7 @@ from __future__ import annotations
 from ensembles.catalog.groups import N_EST, NON_NEG, POSITIVE
 from ensembles.catalog.params import MAX_N_ESTIMATORS, NULL, Choice, Int, Num, P, Param
 from ensembles.catalog.traits import Kind, Library, Stages
-from ensembles.kinds import catboost_kind, lightgbm_kind, xgboost_kind
+from ensembles.kinds import lightgbm_kind, xgboost_kind
 from ensembles.kinds.boosting_library import FIT_PARAMS, classes_of
 
 OPEN_UNIT = Num(0, 1, lo_open=True, hi_open=True)
@@ -135,34 +135,6 @@ LIGHTGBM = Kind(
     fit_rounds=lightgbm_kind.fit_rounds,
     stages=Stages(lightgbm_kind.rounds_kept, lightgbm_kind.predict_at),
     library=Library("lightgbm", "lightgbm", "boosting"),
-    **_TRAITS,  # type: ignore[arg-type]
-)
-
-CATBOOST = Kind(
-    "catboost",
-    description="CatBoost's ordered boosting of oblivious trees (CatBoostClassifier / "
-    "CatBoostRegressor); missing numbers handled natively, categories one-hot encoded.",
-    classes=classes_of(
-        "catboost", {"classification": "CatBoostClassifier", "regression": "CatBoostRegressor"}
-    ),
-    params=(
-        P("iterations", N_EST, 1000, "Boosting rounds."),
-        P("depth", Int(1, 16), 6, "Depth of each (oblivious) tree."),
-        P("learning_rate", (POSITIVE, NULL), None, "Shrinkage (null: CatBoost's choice)."),
-        P("l2_leaf_reg", NON_NEG, 3.0, "L2 penalty on leaf values."),
-        _objective(
-            "loss_function", ("Logloss", "MultiClass"), ("RMSE", "MAE", "Huber", "Quantile")
-        ),
-        P("delta", POSITIVE, 1.0, "Delta of the Huber loss.", tasks=("regression",)),
-        P("alpha", OPEN_UNIT, 0.5, "Quantile of the Quantile loss.", tasks=("regression",)),
-        *_stopping(),
-    ),
-    fixed={"verbose": False, "allow_writing_files": False},
-    size_param="iterations",
-    estimator_params=catboost_kind.estimator_params,
-    fit_rounds=catboost_kind.fit_rounds,
-    stages=Stages(catboost_kind.rounds_kept, catboost_kind.predict_at),
-    library=Library("catboost", "catboost", "boosting"),
     **_TRAITS,  # type: ignore[arg-type]
 )
 

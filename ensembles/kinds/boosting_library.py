@@ -1,4 +1,4 @@
-"""What the boosting-library kinds (xgboost, lightgbm, catboost) share: their classes
+"""What the boosting-library kinds (xgboost, lightgbm) share: their classes
 when the library is installed, the validation split early stopping reads, the stopping
 report, and the per-round progress and cancel.
 
