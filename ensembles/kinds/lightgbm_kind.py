@@ -5,6 +5,7 @@ staged answers.  Imports lightgbm only when called: the catalog lists the kind w
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -54,10 +55,14 @@ def fit_rounds(
         callbacks.append(
             lightgbm.early_stopping(fit.patience, first_metric_only=True, verbose=False)
         )
-        extra |= {"eval_X": (fit.X_valid,), "eval_y": (fit.y_valid,)}
+        # eval_set, not the newer eval_X/eval_y: LightGBM 4.7 encodes the classes of the
+        # former only (string classes fail the latter).
+        extra["eval_set"] = [(fit.X_valid, fit.y_valid)]
     estimator.set_params(n_jobs=threads)
     try:
-        estimator.fit(fit.X, fit.y, callbacks=callbacks, **extra)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)  # eval_set's deprecation
+            estimator.fit(fit.X, fit.y, callbacks=callbacks, **extra)
     finally:
         estimator.set_params(n_jobs=1)  # the stored model predicts in one thread
     best = int(estimator.best_iteration_) or None

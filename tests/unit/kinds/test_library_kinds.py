@@ -152,6 +152,7 @@ def test_an_unseen_category_gets_the_warning_other_kinds_give() -> None:
     assert answer.probabilities.shape == (1, 2)
 
 
+@pytest.mark.filterwarnings("ignore::FutureWarning")  # LightGBM's eval_set
 @pytest.mark.parametrize(("name", "task"), CASES)
 def test_early_stopping_validates_on_rows_carved_from_the_training_rows(
     name: str, task: Task
@@ -180,8 +181,7 @@ def test_early_stopping_validates_on_rows_carved_from_the_training_rows(
     if name == "lightgbm":
         direct = _direct(name, task, base)
         callbacks = [lightgbm.early_stopping(3, first_metric_only=True, verbose=False)]
-        eval_rows = {"eval_X": (valid[0][0],), "eval_y": (valid[0][1],)}
-        direct.fit(Xt[fit_rows], y_train[fit_rows], callbacks=callbacks, **eval_rows)
+        direct.fit(Xt[fit_rows], y_train[fit_rows], eval_set=valid, callbacks=callbacks)
     else:
         direct = _direct(name, task, base, early_stopping_rounds=3)
         direct.fit(Xt[fit_rows], y_train[fit_rows], eval_set=valid, verbose=False)
