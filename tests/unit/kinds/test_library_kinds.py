@@ -359,3 +359,19 @@ def test_a_kind_whose_library_is_missing_is_listed_and_refused_naming_the_extra(
     )
     assert out.stdout.startswith("('ensemble', 'kind')")
     assert "ensemble-service[boosting]" in out.stdout
+
+
+@pytest.mark.parametrize("name", list(LIBRARY))
+def test_cross_validation_and_bias_variance_refit_the_library_kind(name: str) -> None:
+    """The folds and bootstrap rounds are fitted as training fits (early stopping too);
+    bias-variance's single tree takes only the parameters a tree accepts (LightGBM's
+    max_depth -1 is not one)."""
+    params = {"n_estimators": 30, "early_stopping_rounds": 3}
+    spec = resolve_ensemble(parse_estimator_spec({"kind": name, "params": params}), "regression")
+    evaluation = EvaluationSpec.model_validate(
+        {"holdout_fraction": 0.25, "cv_folds": 3, "bias_variance": {"rounds": 3}}
+    )
+    model = train(training_data("diabetes"), spec, evaluation, RS)
+    assert model.metrics.cv is not None and model.metrics.cv["n_folds"] == 3
+    assert model.metrics.bias_variance is not None
+    assert model.metrics.bias_variance["member_spec"]["kind"] == "decision_tree"
