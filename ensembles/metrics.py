@@ -294,7 +294,7 @@ def staged_curve(
     library's model through its own staged prediction (``stages``), at the checkpoints."""
     if stages is not None:
         marks = _checkpoints(stages.count(ensemble))
-        staged_at = [(i, stages.predict(ensemble, Xt, i)) for i in marks]
+        staged_at = list(zip(marks, stages.predict(ensemble, Xt, marks), strict=True))
     else:
         staged = getattr(ensemble, "staged_predict", None)
         if staged is None:

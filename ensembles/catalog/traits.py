@@ -120,11 +120,12 @@ class Library:
 
 @dataclass(frozen=True)
 class Stages:
-    """A fitted boosting model's rounds: how many it kept, and its answer after the first k
-    (the library's own staged prediction), for the score curve."""
+    """A fitted boosting model's rounds: how many it kept, and its answers after the first
+    k of them for each k of an increasing list (the library's own staged prediction), for
+    the score curve."""
 
     count: Callable[[Any], int]
-    predict: Callable[[Any, Any, int], Any]
+    predict: Callable[[Any, Any, list[int]], list[Any]]
 
 
 @dataclass(frozen=True)

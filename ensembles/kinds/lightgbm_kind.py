@@ -9,6 +9,8 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from ensembles.kinds.base import OwnReport
 from ensembles.kinds.boosting_library import (
     FIT_PARAMS,
@@ -74,5 +76,25 @@ def rounds_kept(estimator: Any) -> int:
     return int(estimator.best_iteration_) or int(estimator.n_estimators_)
 
 
-def predict_at(estimator: Any, X: Any, rounds: int) -> Any:
-    return estimator.predict(X, num_iteration=rounds)
+def predict_at(estimator: Any, X: Any, marks: list[int]) -> list[Any]:
+    """Its answers after each number of rounds in ``marks``, from the raw scores of the
+    rounds between marks added up: every tree is evaluated once, not once per mark.  The
+    objectives the catalog allows have no link for regression; a classifier's label is
+    its largest raw score (binary: raw > 0), as ``predict`` takes it from probabilities."""
+    raw: Any = None
+    out: list[Any] = []
+    start = 0
+    for k in marks:
+        chunk = estimator.predict(X, raw_score=True, start_iteration=start, num_iteration=k - start)
+        raw = chunk if raw is None else raw + chunk
+        start = k
+        out.append(_labels(estimator, raw))
+    return out
+
+
+def _labels(estimator: Any, raw: Any) -> Any:
+    classes = getattr(estimator, "classes_", None)
+    if classes is None:
+        return raw
+    codes = (raw > 0).astype(int) if np.ndim(raw) == 1 else np.argmax(raw, axis=1)
+    return np.asarray(classes).take(codes)

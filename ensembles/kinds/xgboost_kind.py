@@ -80,5 +80,6 @@ def rounds_kept(estimator: Any) -> int:
     return int(best) + 1 if best is not None else int(booster.num_boosted_rounds())
 
 
-def predict_at(estimator: Any, X: Any, rounds: int) -> Any:
-    return estimator.predict(X, iteration_range=(0, rounds))
+def predict_at(estimator: Any, X: Any, marks: list[int]) -> list[Any]:
+    """Its answers after each number of rounds in ``marks`` (one prediction each)."""
+    return [estimator.predict(X, iteration_range=(0, k)) for k in marks]

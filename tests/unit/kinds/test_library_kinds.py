@@ -375,3 +375,26 @@ def test_cross_validation_and_bias_variance_refit_the_library_kind(name: str) ->
     assert model.metrics.cv is not None and model.metrics.cv["n_folds"] == 3
     assert model.metrics.bias_variance is not None
     assert model.metrics.bias_variance["member_spec"]["kind"] == "decision_tree"
+
+
+@pytest.mark.parametrize("name", list(LIBRARY))
+@pytest.mark.parametrize("dataset", ["wine", "breast_cancer", "diabetes"])
+def test_the_staged_answers_are_the_librarys_after_k_rounds(name: str, dataset: str) -> None:
+    """LightGBM's curve adds up the raw scores of the rounds between marks: the labels
+    and values it gives are the library's own ``predict`` after k rounds."""
+    task: Task = "regression" if dataset == "diabetes" else "classification"
+    data, model = _train(name, task, PARAMS[name], training_data(dataset))
+    stored = model.pipeline[-1]
+    Xt = np.asarray(data.X, dtype=float)
+    marks = [1, 2, 7, 15]
+    staged = KINDS[name].stages.predict(stored, Xt, marks)  # type: ignore[union-attr]
+    for k, answer in zip(marks, staged, strict=True):
+        expected = (
+            stored.predict(Xt, num_iteration=k)
+            if name == "lightgbm"
+            else stored.predict(Xt, iteration_range=(0, k))
+        )
+        if task == "classification":
+            np.testing.assert_array_equal(answer, expected)
+        else:
+            np.testing.assert_allclose(answer, expected, rtol=0, atol=1e-9)
