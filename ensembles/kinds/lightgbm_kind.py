@@ -28,7 +28,9 @@ OBJECTIVES = {"l2": "regression", "l1": "regression_l1", "huber": "huber", "quan
 
 
 def estimator_params(task: Task, params: dict[str, Any]) -> dict[str, Any]:
-    out = {k: v for k, v in params.items() if k not in FIT_PARAMS}
+    # One thread unless the service fits it itself (then the job's threads): as a member,
+    # its ensemble fits members in parallel, as with scikit-learn's kinds.
+    out = {k: v for k, v in params.items() if k not in FIT_PARAMS} | {"n_jobs": 1}
     objective = out.pop("objective", None)
     if objective is not None:
         out["objective"] = OBJECTIVES.get(objective, objective)

@@ -23,7 +23,9 @@ __all__ = ["categorical_params", "estimator_params", "fit_rounds", "predict_at",
 
 
 def estimator_params(task: Task, params: dict[str, Any]) -> dict[str, Any]:
-    out = {k: v for k, v in params.items() if k not in FIT_PARAMS}
+    # One thread unless the service fits it itself (then the job's threads): as a member,
+    # its ensemble fits members in parallel, as with scikit-learn's kinds.
+    out = {k: v for k, v in params.items() if k not in FIT_PARAMS} | {"n_jobs": 1}
     if out.get("objective") is None:
         out.pop("objective", None)
     alpha = out.pop("quantile_alpha", None)
