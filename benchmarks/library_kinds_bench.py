@@ -51,7 +51,7 @@ def _direct(kind: str, params: dict[str, Any], threads: int, X: Any, y: Any) -> 
     entry = KINDS[kind]
     cls = entry.classes["classification"]
     own = entry.estimator_params("classification", params) if entry.estimator_params else params
-    model = cls(**entry.fixed, **own, random_state=SEED, n_jobs=threads)
+    model = cls(**{**entry.fixed, **own, "random_state": SEED, "n_jobs": threads})
     started = time.perf_counter()
     model.fit(X, y)
     return time.perf_counter() - started
@@ -78,6 +78,7 @@ def main() -> None:
         train(data, spec, evaluation, SEED, pool=pool)
         service.append(time.perf_counter() - started)
         direct.append(_direct(args.kind, dict(spec.params), pool.threads, X, y))
+        print(f"service {service[-1]:.2f} s, direct {direct[-1]:.2f} s", flush=True)
     s, d = statistics.median(service), statistics.median(direct)
     print(
         f"{args.kind}, {args.rounds} rounds, {args.rows:,} x {args.features}, "

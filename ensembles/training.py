@@ -114,6 +114,8 @@ def train(
     science = measure_science(
         fit, rows, scores, evaluation, collector, random_state, run, notes, timings
     )
+    if fit.kind.threads_param is not None:  # measured with the job's threads; stored with one
+        fit.ensemble.set_params(**{fit.kind.threads_param: 1})
     return FittedModel(
         pipeline=fit.pipeline,
         signature=_signature(fit),

@@ -52,10 +52,11 @@ _TRAITS = {
     "curve": "stages",
     "native_missing": True,
     "combination": "sum",
-    "labels": "predict",
+    "labels": "argmax",  # predict is the first maximum of predict_proba (both libraries)
     "compiled": "none",
     "importances": "estimator",
     "top_level_params": FIT_PARAMS,
+    "threads_param": "n_jobs",
 }
 
 XGBOOST = Kind(

@@ -182,6 +182,9 @@ class Kind:
     # top level, where the service fits the kind itself.
     top_level_params: frozenset[str] = frozenset()
     fit_rounds: RoundsFit | None = None
+    # The constructor parameter counting the library's threads: the job's while the
+    # service fits and measures it, one in the stored model (its answers in one thread).
+    threads_param: str | None = None
     stages: Stages | None = None
     # Its classifier takes only the labels 0..k-1 (XGBoost): other labels are refused.
     class_codes: bool = False

@@ -62,13 +62,10 @@ def fit_rounds(
         # eval_set, not the newer eval_X/eval_y: LightGBM 4.7 encodes the classes of the
         # former only (string classes fail the latter).
         extra["eval_set"] = [(fit.X_valid, fit.y_valid)]
-    estimator.set_params(n_jobs=threads)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", FutureWarning)  # eval_set's deprecation
-            estimator.fit(fit.X, fit.y, callbacks=callbacks, **extra)
-    finally:
-        estimator.set_params(n_jobs=1)  # the stored model predicts in one thread
+    estimator.set_params(n_jobs=threads)  # back to one once measured (Kind.threads_param)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # eval_set's deprecation
+        estimator.fit(fit.X, fit.y, callbacks=callbacks, **extra)
     best = int(estimator.best_iteration_) or None
     return fit_report(size, int(estimator.n_estimators_), best, fit)
 

@@ -68,8 +68,8 @@ def fit_rounds(
     try:
         estimator.fit(fit.X, fit.y, **extra)
     finally:
-        # Nothing of the service stays in the artifact; it predicts in one thread.
-        estimator.set_params(n_jobs=1, callbacks=None, early_stopping_rounds=None)
+        # Nothing of the service stays in the artifact (its threads: Kind.threads_param).
+        estimator.set_params(callbacks=None, early_stopping_rounds=None)
     fitted = int(estimator.get_booster().num_boosted_rounds())
     best = int(estimator.best_iteration) + 1 if fit.patience is not None else None
     return fit_report(size, fitted, best, fit)

@@ -87,6 +87,7 @@ def test_the_model_is_the_library_fitted_directly_on_the_same_rows(name: str, ta
     direct = _direct(name, task, PARAMS[name]).fit(np.asarray(X_train, dtype=float), y_train)
     stored = model.pipeline[-1]
     assert type(stored) is LIBRARY[name][task]
+    assert stored.get_params()["n_jobs"] == 1  # fitted with the job's threads, stored with one
     X = data.X
     Xt = np.asarray(X, dtype=float)
     np.testing.assert_array_equal(model.pipeline.predict(X), direct.predict(Xt))
