@@ -41,7 +41,7 @@ WORKDIR /src
 # reuses this (large) layer. The version ranges are the ones pyproject.toml declares, with
 # its postgres, s3 and dask extras (the image serves the scaled-out deployment), its
 # export extra (skops and ONNX exports, docs/export.md) and its boosting extra (the kinds
-# xgboost, lightgbm, catboost; xgboost-cpu: no CUDA libraries).
+# xgboost, lightgbm, catboost; xgboost-cpu: no CUDA libraries) and its explain extra (shap).
 COPY pyproject.toml ./
 RUN --mount=type=secret,id=pipcert,required=false \
     --mount=type=secret,id=pipconf,required=false \

@@ -14,6 +14,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 import numpy as np
@@ -47,7 +48,8 @@ def build_estimator(spec: EstimatorSpec, task: Task, random_state: int | None) -
     """The unfitted estimator of a resolved spec; every random_state at every level is seeded."""
     kind = KINDS[spec.kind]
     cls = kind.classes[task]
-    params: dict[str, Any] = {**kind.fixed, **spec.params}
+    own = spec.params if kind.estimator_params is None else kind.estimator_params(task, spec.params)
+    params: dict[str, Any] = {**kind.fixed, **own}
     calibrate = kind.calibrate_param is not None and bool(params.pop(kind.calibrate_param, False))
     if spec.estimator is not None:
         params["estimator"] = build_estimator(spec.estimator, task, random_state)
@@ -68,8 +70,14 @@ def build_estimator(spec: EstimatorSpec, task: Task, random_state: int | None) -
     return estimator
 
 
+@cache
 def _constructor_params(cls: type) -> set[str]:
-    return set(inspect.signature(cls).parameters)
+    """Its constructor's parameters, and those it takes as ``**kwargs`` but lists in
+    ``get_params`` (XGBoost's ``random_state``)."""
+    named = set(inspect.signature(cls).parameters)
+    if "kwargs" not in named:
+        return named
+    return named | set(cls().get_params(deep=False))
 
 
 def build_preprocessing(
@@ -77,6 +85,7 @@ def build_preprocessing(
     *,
     native_missing: bool = False,
     native_categorical: bool = False,
+    max_categories: int | None = HGB_MAX_CATEGORIES,
 ) -> ColumnTransformer:
     """Column handling in front of the ensemble, fitted together with it."""
     passthrough = [f.name for f in features if f.dtype in NUMERIC_DTYPES and not f.has_missing]
@@ -93,7 +102,9 @@ def build_preprocessing(
             ("imputed", SimpleImputer(strategy="median", add_indicator=True), imputed)
         )
     ordinal = [
-        f.name for f in categorical if native_categorical and f.n_unique <= HGB_MAX_CATEGORIES
+        f.name
+        for f in categorical
+        if native_categorical and (max_categories is None or f.n_unique <= max_categories)
     ]
     one_hot = [f.name for f in categorical if f.name not in ordinal]
     if ordinal:
@@ -122,24 +133,30 @@ def build_pipeline(
         features,
         native_missing=kind.native_missing,
         native_categorical=kind.native_categorical,
+        max_categories=kind.native_max_categories,
     )
     ensemble = build_estimator(spec, task, random_state)
     if kind.native_categorical:
-        n_ordinal = _ordinal_positions(preprocessing)
-        if n_ordinal:
+        n_ordinal, width = _ordinal_positions(preprocessing)
+        if n_ordinal and kind.categorical_params is not None:
+            assert width is not None  # such kinds take every category column as codes
+            ensemble.set_params(**kind.categorical_params(n_ordinal, width))
+        elif n_ordinal:
             ensemble.set_params(categorical_features=n_ordinal)
     return Pipeline([("preprocess", preprocessing), ("ensemble", ensemble)])
 
 
-def _ordinal_positions(preprocessing: ColumnTransformer) -> list[int]:
-    """Output positions of ordinal-coded columns (transformers are stacked in order)."""
+def _ordinal_positions(preprocessing: ColumnTransformer) -> tuple[list[int], int | None]:
+    """Output positions of ordinal-coded columns (transformers are stacked in order), and
+    the output width (None: one-hot columns make it known only once fitted)."""
     start, positions = 0, []
     for name, _, columns in preprocessing.transformers:
         width = len(columns)
         if name == "categorical":
             positions = list(range(start, start + width))
         start += width
-    return positions
+    one_hot = any(name == "one_hot" for name, _, _ in preprocessing.transformers)
+    return positions, None if one_hot else start
 
 
 def output_columns(preprocessing: ColumnTransformer) -> list[str]:

@@ -75,8 +75,8 @@ def built_members(
 
 def _sklearn_constraints(estimator: BaseEstimator, loc: Location, problems: list[Problem]) -> None:
     validate = getattr(estimator, "_validate_params", None)
-    if validate is None:
-        return
+    if validate is None or not hasattr(estimator, "_parameter_constraints"):
+        return  # not scikit-learn's (a boosting library's): the catalog's bounds only
     try:
         validate()
     except (ValueError, TypeError) as exc:

@@ -22,7 +22,7 @@ from sklearn.pipeline import Pipeline
 
 from ensembles import metrics
 from ensembles.builders import FeatureColumn, build_pipeline
-from ensembles.catalog import Kind, kind_of
+from ensembles.catalog import KINDS, Kind, kind_of
 from ensembles.data import TrainingData
 from ensembles.fit_errors import scikit_learn_errors
 from ensembles.kinds import OwnReport
@@ -57,6 +57,7 @@ class Fit:
     Xt: NDArray[Any]  # the training rows, preprocessed
     own: OwnReport | None  # the service's own algorithms: what they measured themselves
     classes: list[Any]
+    rounds: OwnReport | None = None  # a boosting library's fit: where it stopped, notes
 
     @property
     def ensemble(self) -> BaseEstimator:
@@ -257,7 +258,9 @@ def _curve(
     metric = metrics.primary_metric(task)
     if kind.curve == "oob" and oob_curve:
         return {"basis": "oob", "metric": metric, "points": oob_curve}
-    points = metrics.staged_curve(ensemble, Xbt, yb, task) if kind.curve == "stages" else []
+    points = (
+        metrics.staged_curve(ensemble, Xbt, yb, task, kind.stages) if kind.curve == "stages" else []
+    )
     if points:
         return {"basis": basis, "metric": metric, "points": points}
     if kind.curve == "oob" and kind.leaves_rows_out:
@@ -299,7 +302,7 @@ def _cross_validate(
         with scikit_learn_errors(doing, spec, data.task, CV_FOLDS):
             with warnings.catch_warnings(), run.parallel(stage="cross_validating"):
                 warnings.simplefilter("ignore", UserWarning)
-                fold.fit(X.iloc[tr], y[tr])
+                fit_rows(fold, spec, X.iloc[tr], y[tr], run)
             classes = list(fold.classes_) if data.task == "classification" else []
             scores = _evaluate(fold, X.iloc[va], y[va], data.task, classes)
             if collector is not None:
@@ -308,6 +311,19 @@ def _cross_validate(
         folds.append(scores)
     run.report(k, k, "cross_validating")
     return metrics.mean_scores(folds)
+
+
+def fit_rows(
+    pipeline: Pipeline, spec: EstimatorSpec, X: pd.DataFrame, y: NDArray[Any], run: Run
+) -> None:
+    """Fit a pipeline as training fits the model: a boosting library's rounds through its
+    kind (threads, early stopping), anything else with ``fit``."""
+    kind = KINDS[spec.kind]
+    if kind.fit_rounds is None:
+        pipeline.fit(X, y)
+        return
+    Xt = np.asarray(pipeline[:-1].fit_transform(X, y))
+    kind.fit_rounds(pipeline[-1], Xt, y, dict(spec.params), run.pool.task_threads, None)
 
 
 def _bias_variance(
@@ -333,7 +349,7 @@ def _bias_variance(
         with scikit_learn_errors(doing, spec, task, bias_variance.FIELD):
             with warnings.catch_warnings(), run.parallel(stage="bias_variance"):
                 warnings.simplefilter("ignore", UserWarning)
-                model.fit(X_train.iloc[rows], y_train[rows])
+                fit_rows(model, which, X_train.iloc[rows], y_train[rows], run)
             return np.asarray(model.predict(X_hold))
 
     return bias_variance.decompose(

@@ -9,7 +9,7 @@ from sklearn.base import BaseEstimator
 from sklearn.pipeline import Pipeline
 
 from ensembles.builders import output_columns
-from ensembles.catalog import Kind
+from ensembles.catalog import Kind, kind_of
 from ensembles.members import members_of
 
 
@@ -57,6 +57,9 @@ def _members_importances(ensemble: BaseEstimator) -> NDArray[np.float64] | None:
 
 
 def fitted_estimator_count(ensemble: BaseEstimator) -> int:
+    kind = kind_of(ensemble)
+    if kind is not None and kind.stages is not None:  # a library's rounds it predicts with
+        return kind.stages.count(ensemble)
     for attr in ("n_estimators_", "n_iter_"):
         value = getattr(ensemble, attr, None)
         if isinstance(value, int | np.integer):

@@ -12,6 +12,7 @@ the job's outcome: its version, or why it failed, as a problem with a stable cod
 from __future__ import annotations
 
 import contextlib
+import importlib
 import logging
 import math
 import platform
@@ -22,7 +23,7 @@ from typing import Any
 
 from sklearn.base import BaseEstimator
 
-from ensembles.catalog import Task, kind_of
+from ensembles.catalog import Kind, Task, kind_of
 from ensembles.data import TrainingData, read_table, select_training_data
 from ensembles.errors import (
     ConflictError,
@@ -195,24 +196,39 @@ def plain(value: Any) -> Any:
 
 
 def library_versions(pipeline: BaseEstimator | None = None) -> dict[str, str]:
-    """Versions of what the artifact loads with: scikit-learn's stack, and the
-    distributions the kinds in ``pipeline`` name (``Kind.libraries``)."""
+    """Versions of what the artifact loads with: scikit-learn's stack, the third-party
+    library of each kind in ``pipeline`` (xgboost, lightgbm, catboost) and the
+    distributions a kind names (``Kind.libraries``: its own class is in the artifact)."""
     versions = {"python": platform.python_version()}
     for name in (*_LIBRARIES, *_kind_libraries(pipeline)):
         try:
             versions[name] = importlib_metadata.version(name)
         except importlib_metadata.PackageNotFoundError:
             continue
+    for module in _library_modules(pipeline):
+        # By module: xgboost installs as the xgboost-cpu distribution, or as xgboost.
+        versions[module] = str(importlib.import_module(module).__version__)
     return versions
 
 
-def _kind_libraries(pipeline: BaseEstimator | None) -> list[str]:
-    """The ``libraries`` of every kind in ``pipeline``, at every level of nesting."""
+def _pipeline_kinds(pipeline: BaseEstimator | None) -> list[Kind]:
+    """The kind of every estimator in ``pipeline``, at every level of nesting."""
     if pipeline is None:
         return []
     parts = [pipeline, *pipeline.get_params(deep=True).values()]
     kinds = [kind_of(p) for p in parts if isinstance(p, BaseEstimator)]
-    return sorted({name for kind in kinds if kind is not None for name in kind.libraries})
+    return [kind for kind in kinds if kind is not None]
+
+
+def _kind_libraries(pipeline: BaseEstimator | None) -> list[str]:
+    """The ``libraries`` of every kind in ``pipeline``."""
+    return sorted({name for kind in _pipeline_kinds(pipeline) for name in kind.libraries})
+
+
+def _library_modules(pipeline: BaseEstimator | None) -> list[str]:
+    """The third-party library modules of the kinds in ``pipeline``."""
+    kinds = _pipeline_kinds(pipeline)
+    return sorted({kind.library.module for kind in kinds if kind.library is not None})
 
 
 def version_metadata(

@@ -20,6 +20,7 @@ from sklearn import metrics as skm
 from sklearn.base import BaseEstimator
 
 from ensembles.catalog import MemberWalk, OobSource
+from ensembles.catalog.traits import Stages
 from ensembles.members import (
     FloatArray,
     Member,
@@ -283,21 +284,29 @@ def _each(fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
 
 
 def staged_curve(
-    ensemble: BaseEstimator, Xt: FloatArray, y: NDArray[Any], task: Task
+    ensemble: BaseEstimator,
+    Xt: FloatArray,
+    y: NDArray[Any],
+    task: Task,
+    stages: Stages | None = None,
 ) -> list[dict[str, Any]]:
-    """Score after each boosting stage (sampled to at most MAX_CURVE_POINTS points)."""
-    staged = getattr(ensemble, "staged_predict", None)
-    if staged is None:
-        return []
-    preds = list(staged(Xt))
-    marks = set(_checkpoints(len(preds)))
+    """Score after each boosting stage (sampled to at most MAX_CURVE_POINTS points); a
+    library's model through its own staged prediction (``stages``), at the checkpoints."""
+    if stages is not None:
+        marks = _checkpoints(stages.count(ensemble))
+        staged_at = list(zip(marks, stages.predict(ensemble, Xt, marks), strict=True))
+    else:
+        staged = getattr(ensemble, "staged_predict", None)
+        if staged is None:
+            return []
+        preds = list(staged(Xt))
+        kept = set(_checkpoints(len(preds)))
+        staged_at = [(i, p) for i, p in enumerate(preds, start=1) if i in kept]
     points = []
-    for i, pred in enumerate(preds, start=1):
-        if i in marks:
-            value = (
-                skm.accuracy_score(y, pred) if task == "classification" else skm.r2_score(y, pred)
-            )
-            points.append({"n_estimators": i, "score": _num(value)})
+    for i, staged_pred in staged_at:
+        pred = np.ravel(staged_pred) if np.ndim(staged_pred) == 2 else staged_pred
+        value = skm.accuracy_score(y, pred) if task == "classification" else skm.r2_score(y, pred)
+        points.append({"n_estimators": i, "score": _num(value)})
     return points
 
 

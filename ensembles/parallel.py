@@ -208,6 +208,19 @@ class MemberPool:
         return cls(threads=max(1, threads))
 
     @property
+    def task_threads(self) -> int:
+        """Threads a library's own fit may use in this task: the pool's here, the Dask
+        worker's threads on a cluster (the task runs there, one per job)."""
+        if self.dask_client is None:
+            return self.threads
+        try:
+            from distributed import get_worker
+
+            return max(1, int(get_worker().state.nthreads))
+        except (ImportError, ValueError, AttributeError):
+            return self.threads
+
+    @property
     def where(self) -> str:
         return "dask" if self.dask_client is not None else f"{self.threads} threads"
 

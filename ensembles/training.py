@@ -120,6 +120,8 @@ def train(
     with run.predicting():
         science["explanations"] = _explanations(fit, rows, scores, notes)
     timings["explanations_s"] = round(time.perf_counter() - explained_at, 3)
+    if fit.kind.threads_param is not None:  # measured with the job's threads; stored with one
+        fit.ensemble.set_params(**{fit.kind.threads_param: 1})
     return FittedModel(
         pipeline=fit.pipeline,
         signature=_signature(fit),
@@ -169,11 +171,11 @@ def _fit(
     features = [FeatureColumn(f.name, f.dtype, f.n_missing > 0, f.n_unique) for f in data.features]
     pipeline = build_pipeline(spec, task, features, random_state)
     with scikit_learn_errors("fit this model", spec, task, ("ensemble",)):
-        Xt = _fit_pipeline(pipeline, kind, rows.X_train, rows.y_train, run)
+        Xt, rounds = _fit_pipeline(pipeline, kind, spec, rows.X_train, rows.y_train, run)
     own = adopt(pipeline)  # the service's own algorithms: their scikit-learn form
     notes += early_stop_notes(pipeline[-1])
     classes = list(pipeline.classes_) if task == "classification" else []
-    return Fit(spec, kind, task, features, pipeline, Xt, own, classes)
+    return Fit(spec, kind, task, features, pipeline, Xt, own, classes, rounds)
 
 
 def _explanations(fit: Fit, rows: Rows, scores: Scores, notes: list[str]) -> Any:
@@ -204,6 +206,8 @@ def _metrics(
     notes: list[str],
 ) -> Metrics:
     own = fit.own
+    rounds = fit.rounds.metrics if fit.rounds is not None else {}
+    notes = notes + (fit.rounds.notes if fit.rounds is not None else [])
     return Metrics(
         oob=scores.oob,
         holdout=scores.holdout,
@@ -214,6 +218,7 @@ def _metrics(
         notes=notes + (own.notes if own is not None else []),
         **science,
         **scores.extra,
+        **rounds,
         # The service's own kinds measured their curves themselves (e(k), selection).
         **(
             {"curves": curves_of(scores.curve, scores.oob) + _fitted_curves(fit)}
@@ -248,22 +253,34 @@ def _split(data: TrainingData, fraction: float, random_state: int, notes: list[s
 
 
 def _fit_pipeline(
-    pipeline: Pipeline, kind: Kind, X: pd.DataFrame, y: NDArray[Any], run: Run
-) -> NDArray[Any]:
-    """Fit preprocessing, then the ensemble with progress; returns the preprocessed rows."""
+    pipeline: Pipeline,
+    kind: Kind,
+    spec: EstimatorSpec,
+    X: pd.DataFrame,
+    y: NDArray[Any],
+    run: Run,
+) -> tuple[NDArray[Any], OwnReport | None]:
+    """Fit preprocessing, then the ensemble with progress; returns the preprocessed rows
+    and what a boosting library's fit reported."""
     run.report(0, 1, "preprocessing")
     Xt = np.asarray(pipeline[:-1].fit_transform(X, y))
-    _fit_ensemble(pipeline[-1], kind, Xt, y, run)
-    return Xt
+    return Xt, _fit_ensemble(pipeline[-1], kind, spec, Xt, y, run)
 
 
 def _fit_ensemble(
-    ensemble: BaseEstimator, kind: Kind, Xt: NDArray[Any], y: NDArray[Any], run: Run
-) -> None:
+    ensemble: BaseEstimator,
+    kind: Kind,
+    spec: EstimatorSpec,
+    Xt: NDArray[Any],
+    y: NDArray[Any],
+    run: Run,
+) -> OwnReport | None:
     size = ensemble.get_params(deep=False).get(kind.size_param) if kind.size_param else None
     total = int(size or 1)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
+        if kind.growth == "rounds":
+            return fit_rounds(ensemble, kind, spec, Xt, y, run)
         if kind.growth == "monitor":
             with run.parallel():
                 _fit_boosting(ensemble, Xt, y, total, run)
@@ -276,6 +293,29 @@ def _fit_ensemble(
             with run.parallel():
                 ensemble.fit(Xt, y)
             run.report(1, 1, "fitting")
+    return None
+
+
+def fit_rounds(
+    ensemble: BaseEstimator,
+    kind: Kind,
+    spec: EstimatorSpec,
+    Xt: NDArray[Any],
+    y: NDArray[Any],
+    run: Run,
+) -> OwnReport:
+    """A boosting library's rounds, each reported; a cancel stops it after the round."""
+    assert kind.fit_rounds is not None
+
+    def on_round(done: int, total: int) -> bool:
+        run.report(done, total, "fitting")
+        return run.cancelled()
+
+    report: OwnReport = kind.fit_rounds(
+        ensemble, Xt, y, dict(spec.params), run.pool.task_threads, on_round
+    )
+    run.check()
+    return report
 
 
 def _fit_members(

@@ -82,6 +82,9 @@ def _resolve(
         only = " and ".join(kind.tasks)
         problems.append(Problem((*loc, "kind"), f"'{kind.name}' does not do {task} (only {only})"))
         return spec
+    if kind.library is not None and not kind.library.installed():
+        problems.append(Problem((*loc, "kind"), kind.library.missing_message(kind.name)))
+        return spec
     if kind.becomes and depth > 1:
         problems.append(
             Problem(
@@ -100,6 +103,8 @@ def _resolve(
         return spec
     before = len(problems)
     params = _resolve_params(spec.params, kind, task, (*loc, "params"), problems)
+    if depth > 1:
+        _top_level_only(spec.params, kind, task, (*loc, "params"), problems)
     params_ok = len(problems) == before
     updates: dict[str, Any] = {"params": params}
     for slot in ("estimator", "estimators", "final_estimator"):
@@ -209,6 +214,21 @@ def _resolve_params(
                 msg += f" ({shown(value)} is for {' and '.join(elsewhere)} only)"
             problems.append(Problem((*loc, name), msg))
     return {p.name: given.get(p.name, p.default_for(task)) for p in allowed.values()}
+
+
+def _top_level_only(
+    given: dict[str, Any], kind: Kind, task: Task, loc: Location, problems: list[Problem]
+) -> None:
+    """Parameters only the service's own fit reads cannot reach a nested member (its
+    ensemble fits it as scikit-learn does)."""
+    for name in sorted(kind.top_level_params & given.keys()):
+        param = kind.param(name)
+        if param is not None and given[name] != param.default_for(task):
+            msg = (
+                f"'{name}' applies only where '{kind.name}' is the top-level ensemble (the "
+                "service fits it there); a member is fitted by its ensemble"
+            )
+            problems.append(Problem((*loc, name), msg))
 
 
 def fitted_members(spec: EstimatorSpec) -> int:

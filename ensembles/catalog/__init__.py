@@ -32,7 +32,7 @@ from ensembles.catalog.traits import (
 )
 from ensembles.tasks import TASKS, Task
 
-ENSEMBLE_KINDS: tuple[Kind, ...] = (*SKLEARN_ENSEMBLE_KINDS, *OWN_KINDS)
+ENSEMBLE_KINDS: tuple[Kind, ...] = (*SKLEARN_ENSEMBLE_KINDS, *OWN_KINDS, *LIBRARY_KINDS)
 
 __all__ = [
     "BASE_KINDS",

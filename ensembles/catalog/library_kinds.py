@@ -1,47 +1,149 @@
-"""The boosting libraries' kinds, as data: XGBoost and LightGBM (issue 22).
+"""The boosting libraries as kinds (xgboost, lightgbm), as data.
 
-Minimal entries, enough for ``kind_of`` to place a fitted library estimator and for the
-compiled engine to read its ``compiled`` trait; the full entries (every parameter, the
-training traits, CatBoost) come with the kinds themselves.
+Each is fitted by its module in :mod:`ensembles.kinds` (``growth="rounds"``); the library
+is an optional extra (``boosting``): without it the kind is still listed, and refused at
+submit with the extra to install.
 """
 
 from __future__ import annotations
 
-import lightgbm
-import xgboost
+from ensembles.catalog.groups import N_EST, NON_NEG, POSITIVE
+from ensembles.catalog.params import MAX_N_ESTIMATORS, NULL, Choice, Int, Num, P, Param
+from ensembles.catalog.traits import Kind, Library, Stages
+from ensembles.explain import native
+from ensembles.kinds import lightgbm_kind, xgboost_kind
+from ensembles.kinds.boosting_library import FIT_PARAMS, classes_of
 
-from ensembles.catalog.params import MAX_N_ESTIMATORS, Int, Num, P
-from ensembles.catalog.traits import Kind
+OPEN_UNIT = Num(0, 1, lo_open=True, hi_open=True)
+SHARE = Num(0, 1, lo_open=True)
 
-LIBRARY_KINDS: tuple[Kind, ...] = (
-    Kind(
-        "xgboost",
-        "ensemble",
-        "XGBoost's gradient-boosted trees.",
-        {"classification": xgboost.XGBClassifier, "regression": xgboost.XGBRegressor},
-        params=(
-            P("n_estimators", Int(1, MAX_N_ESTIMATORS), 100, "Boosting rounds."),
-            P("max_depth", Int(0, 1000), 6, "Depth of each tree."),
-            P("learning_rate", Num(0, lo_open=True), 0.3, "Shrinkage of each round."),
+
+def _stopping() -> tuple[Param, ...]:
+    return (
+        P(
+            "early_stopping_rounds",
+            (Int(1, MAX_N_ESTIMATORS), NULL),
+            None,
+            "Stop when the validation score has not improved for this many rounds "
+            "(null: off; top level only).",
         ),
-        size_param="n_estimators",
-        combination="sum",
-        labels="argmax",
-        compiled="xgboost",
-    ),
-    Kind(
-        "lightgbm",
-        "ensemble",
-        "LightGBM's gradient-boosted trees.",
-        {"classification": lightgbm.LGBMClassifier, "regression": lightgbm.LGBMRegressor},
-        params=(
-            P("n_estimators", Int(1, MAX_N_ESTIMATORS), 100, "Boosting rounds."),
-            P("num_leaves", Int(2, 131_072), 31, "Leaves per tree."),
-            P("learning_rate", Num(0, lo_open=True), 0.1, "Shrinkage of each round."),
+        P(
+            "validation_fraction",
+            OPEN_UNIT,
+            0.1,
+            "Share of the training rows (never the hold-out) early stopping validates on.",
         ),
-        size_param="n_estimators",
-        combination="sum",
-        labels="argmax",
-        compiled="lightgbm",
+    )
+
+
+def _objective(name: str, classification: tuple[str, ...], regression: tuple[str, ...]) -> Param:
+    return P(
+        name,
+        (Choice(*classification), NULL),
+        None,
+        "Objective (null: the library's choice for the classes).",
+        default_by_task={"regression": regression[0]},
+        domains_by_task={"regression": (Choice(*regression),)},
+    )
+
+
+_TRAITS = {
+    "family": "ensemble",
+    "growth": "rounds",
+    "curve": "stages",
+    "native_missing": True,
+    "combination": "sum",
+    "labels": "argmax",  # predict is the first maximum of predict_proba (both libraries)
+    "importances": "estimator",
+    "explain_space": "margin",
+    "top_level_params": FIT_PARAMS,
+    "threads_param": "n_jobs",
+}
+
+XGBOOST = Kind(
+    "xgboost",
+    description="XGBoost's gradient-boosted trees (XGBClassifier / XGBRegressor), "
+    "categories and missing values handled natively.",
+    classes=classes_of(
+        "xgboost", {"classification": "XGBClassifier", "regression": "XGBRegressor"}
     ),
+    params=(
+        P("n_estimators", N_EST, 100, "Boosting rounds."),
+        P("max_depth", Int(0, 1000), 6, "Depth of each tree (0: no limit, hist only)."),
+        P("learning_rate", POSITIVE, 0.3, "Shrinkage (eta)."),
+        P("subsample", SHARE, 1.0, "Row share per round."),
+        P("colsample_bytree", SHARE, 1.0, "Column share per tree."),
+        P("min_child_weight", NON_NEG, 1.0, "Least hessian sum in a leaf."),
+        P("gamma", NON_NEG, 0.0, "Least loss reduction of a split."),
+        P("reg_lambda", NON_NEG, 1.0, "L2 penalty on leaf weights."),
+        P("reg_alpha", NON_NEG, 0.0, "L1 penalty on leaf weights."),
+        P("tree_method", Choice("hist", "approx", "exact"), "hist", "Split finding."),
+        _objective(
+            "objective",
+            ("binary:logistic", "multi:softprob"),
+            ("reg:squarederror", "reg:absoluteerror", "reg:pseudohubererror", "reg:quantileerror"),
+        ),
+        P(
+            "quantile_alpha",
+            OPEN_UNIT,
+            0.5,
+            "Quantile of reg:quantileerror.",
+            tasks=("regression",),
+        ),
+        *_stopping(),
+    ),
+    fixed={"verbosity": 0, "importance_type": "gain"},
+    size_param="n_estimators",
+    native_categorical=True,
+    native_max_categories=None,
+    categorical_params=xgboost_kind.categorical_params,
+    estimator_params=xgboost_kind.estimator_params,
+    fit_rounds=xgboost_kind.fit_rounds,
+    stages=Stages(xgboost_kind.rounds_kept, xgboost_kind.predict_at),
+    library=Library("xgboost", "xgboost", "boosting"),
+    class_codes=True,
+    compiled="xgboost",
+    explain=native.xgboost_attribution,
+    raw_scores=native.xgboost_margin,
+    **_TRAITS,  # type: ignore[arg-type]
 )
+
+LIGHTGBM = Kind(
+    "lightgbm",
+    description="LightGBM's gradient-boosted trees (LGBMClassifier / LGBMRegressor), "
+    "categories and missing values handled natively.",
+    classes=classes_of(
+        "lightgbm", {"classification": "LGBMClassifier", "regression": "LGBMRegressor"}
+    ),
+    params=(
+        P("n_estimators", N_EST, 100, "Boosting rounds."),
+        P("num_leaves", Int(2, 131_072), 31, "Leaves per tree."),
+        P("max_depth", Int(-1, 1000), -1, "Depth of each tree (-1 or 0: no limit)."),
+        P("learning_rate", POSITIVE, 0.1, "Shrinkage."),
+        P("subsample", SHARE, 1.0, "Row share per bagging (with subsample_freq > 0)."),
+        P("subsample_freq", Int(0, MAX_N_ESTIMATORS), 0, "Bag rows every k rounds (0: off)."),
+        P("colsample_bytree", SHARE, 1.0, "Column share per tree."),
+        P("min_child_samples", Int(1), 20, "Least rows in a leaf."),
+        P("reg_lambda", NON_NEG, 0.0, "L2 penalty on leaf values."),
+        P("reg_alpha", NON_NEG, 0.0, "L1 penalty on leaf values."),
+        _objective("objective", ("binary", "multiclass"), ("l2", "l1", "huber", "quantile")),
+        P("alpha", OPEN_UNIT, 0.9, "Quantile (quantile) or delta (huber).", tasks=("regression",)),
+        *_stopping(),
+    ),
+    # Deterministic for a given thread count (no timing-based choice of layout).
+    fixed={"verbose": -1, "importance_type": "gain", "deterministic": True, "force_col_wise": True},
+    size_param="n_estimators",
+    native_categorical=True,
+    native_max_categories=None,
+    categorical_params=lightgbm_kind.categorical_params,
+    estimator_params=lightgbm_kind.estimator_params,
+    fit_rounds=lightgbm_kind.fit_rounds,
+    stages=Stages(lightgbm_kind.rounds_kept, lightgbm_kind.predict_at),
+    library=Library("lightgbm", "lightgbm", "boosting"),
+    compiled="lightgbm",
+    explain=native.lightgbm_attribution,
+    raw_scores=native.lightgbm_margin,
+    **_TRAITS,  # type: ignore[arg-type]
+)
+
+LIBRARY_KINDS: tuple[Kind, ...] = (XGBOOST, LIGHTGBM)

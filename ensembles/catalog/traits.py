@@ -3,6 +3,7 @@ switching on kind names or classes."""
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -28,8 +29,9 @@ MemberRows = Literal["same", "drawn", "weighted", "folds", "bites"]
 # How fitting reports progress: one ``fit``; one fit of ``size_param`` ``members`` fitted
 # in parallel and counted as they finish (ensembles.parallel); or gradient boosting's
 # per-stage ``monitor`` hook. ``own``: the service's own algorithm (ensembles.kinds),
-# fitted with a ``monitor``.
-Growth = Literal["once", "members", "monitor", "own"]
+# fitted with a ``monitor``. ``rounds``: a boosting library's rounds, fitted by the kind's
+# ``fit_rounds`` (its callbacks report each round and stop on cancel).
+Growth = Literal["once", "members", "monitor", "own", "rounds"]
 # Where OOB figures come from: the members' own out-of-bag rows (``members``), the same
 # with scikit-learn's ``oob_decision_function_`` / ``oob_prediction_`` for the final value
 # (``forest``), the per-stage ``oob_scores_`` of subsampled boosting (``stages``), none.
@@ -88,6 +90,7 @@ Importances = Literal["estimator", "members_mean", "none"]
 HardestRows = Callable[[Any, Any, Any, Any], tuple[dict[str, Any] | None, str | None]]
 # Why the fitted model has fewer members than asked (None: it has them all).
 StopNote = Callable[[Any], str | None]
+<<<<<<< HEAD
 # Curves the fitted model carries about its own fit, in the shape of
 # ``ensembles.reports.Curve`` (adaboost_mh: training Hamming loss and prod Z_t per round).
 FittedCurves = Callable[[Any], list[dict[str, Any]]]
@@ -105,6 +108,48 @@ ExplainSpace = Literal["probability", "margin"]
 # A classifier's raw scores (n, k) where it has no ``decision_function`` (the boosting
 # libraries): what a ``margin`` explanation is checked against.
 RawScores = Callable[[Any, Any], Any]
+=======
+# The spec's parameters as the estimator's constructor takes them (task, params).
+EstimatorParams = Callable[[Task, dict[str, Any]], dict[str, Any]]
+# The parameters telling the estimator which of its ``n`` input columns hold category
+# codes (positions, n).
+CategoricalParams = Callable[[list[int], int], dict[str, Any]]
+# Fits a library's rounds: (estimator, rows, labels, the spec's params, threads,
+# on_round(done, total) -> stop?) -> what the fit measured (``OwnReport``).
+RoundsFit = Callable[[Any, Any, Any, dict[str, Any], int, Callable[[int, int], bool] | None], Any]
+
+
+@dataclass(frozen=True)
+class Library:
+    """The third-party library a kind's estimator comes from, and the extra installing it."""
+
+    module: str
+    distribution: str
+    extra: str
+
+    def installed(self) -> bool:
+        try:
+            importlib.import_module(self.module)
+        except ImportError:
+            return False
+        return True
+
+    def missing_message(self, kind: str) -> str:
+        return (
+            f"'{kind}' needs the {self.distribution} library, which this service lacks: "
+            f"install the '{self.extra}' extra (pip install 'ensemble-service[{self.extra}]')"
+        )
+
+
+@dataclass(frozen=True)
+class Stages:
+    """A fitted boosting model's rounds: how many it kept, and its answers after the first
+    k of them for each k of an increasing list (the library's own staged prediction), for
+    the score curve."""
+
+    count: Callable[[Any], int]
+    predict: Callable[[Any, Any, list[int]], list[Any]]
+>>>>>>> libkinds
 
 
 @dataclass(frozen=True)
@@ -151,6 +196,24 @@ class Kind:
     curve: CurveSource = "none"
     native_missing: bool = False  # takes NaN itself: numeric columns are never imputed
     native_categorical: bool = False  # takes ordinal codes of categories itself
+    # Categorical columns with more categories are one-hot encoded (None: no limit).
+    native_max_categories: int | None = 255
+    # How the estimator is told where the codes are (None: ``categorical_features``).
+    categorical_params: CategoricalParams | None = None
+    # The spec's parameters as the constructor takes them (None: as they are).
+    estimator_params: EstimatorParams | None = None
+    # Parameters only the service's own fit reads (growth ``rounds``): set only at the
+    # top level, where the service fits the kind itself.
+    top_level_params: frozenset[str] = frozenset()
+    fit_rounds: RoundsFit | None = None
+    # The constructor parameter counting the library's threads: the job's while the
+    # service fits and measures it, one in the stored model (its answers in one thread).
+    threads_param: str | None = None
+    stages: Stages | None = None
+    # Its classifier takes only the labels 0..k-1 (XGBoost): other labels are refused.
+    class_codes: bool = False
+    # A third-party library the estimator needs (None: scikit-learn's or the service's).
+    library: Library | None = None
     # A boolean parameter that, when true, wraps the estimator in CalibratedClassifierCV
     # instead of reaching it (svm's probability, deprecated by scikit-learn 1.9).
     calibrate_param: str | None = None
@@ -239,4 +302,10 @@ class Kind:
             "sklearn_classes": {t: c.__name__ for t, c in (self.becomes or self.classes).items()},
             "top_level_only": bool(self.becomes),
             "params": {t: self.json_schema(t) for t in self.tasks},
+            **({"library": self._library_entry()} if self.library else {}),
         }
+
+    def _library_entry(self) -> dict[str, Any]:
+        assert self.library is not None
+        lib = self.library
+        return {"name": lib.distribution, "extra": lib.extra, "installed": lib.installed()}

@@ -83,7 +83,12 @@ def member_spec(spec: EstimatorSpec, task: Task) -> tuple[EstimatorSpec, str | N
         return plain, f"the first member, {first.name!r}"
     tree = KINDS["decision_tree"]
     params = {p.name: p.default_for(task) for p in tree.params_for(task)}
-    carried = {k: v for k, v in spec.params.items() if k in params and k != "criterion"}
+    # Parameters of the same name and a value a tree takes (LightGBM's max_depth -1 is not).
+    carried = {
+        k: v
+        for k, v in spec.params.items()
+        if k in params and k != "criterion" and tree.param(k).accepts(v, task)  # type: ignore[union-attr]
+    }
     if kind.members == "trees":  # forests: the tree template, same criterion
         carried.update({k: v for k, v in spec.params.items() if k == "criterion"})
         template = getattr(kind.classes[task](), "estimator", None)

@@ -83,6 +83,9 @@ async def _running_with_progress(api: Api, job_id: str) -> dict[str, Any]:
     [
         {"kind": "random_forest", "params": {"n_estimators": 40}},
         {"kind": "bagging", "params": {"n_estimators": 30, "max_features": 0.6}},
+        # One task per job: LightGBM's rounds on the Dask worker's thread (col-wise
+        # histograms: the same model whatever the thread count).
+        {"kind": "lightgbm", "params": {"n_estimators": 30, "num_leaves": 7}},
     ],
     ids=lambda e: e["kind"],
 )

@@ -12,8 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import lightgbm
 import numpy as np
 import pytest
+import xgboost
 from joblib import parallel_config
 from sklearn import ensemble as E  # noqa: N812
 from sklearn.base import BaseEstimator, clone
@@ -331,6 +333,36 @@ FIDELITY: list[Any] = [
         "classification",
         {"kind": "adaboost_mh", "params": {"n_estimators": 30, "max_depth": 2}},
         lambda: AdaBoostMHClassifier(30, max_depth=2),
+    ),
+    # The boosting libraries: their own estimators with the kinds' fixed parameters and
+    # the job's threads (tests/unit/kinds/test_library_kinds.py covers them further).
+    (
+        "xgboost",
+        "classification",
+        {"kind": "xgboost", "params": {"n_estimators": 20, "max_depth": 3}},
+        lambda: xgboost.XGBClassifier(
+            n_estimators=20,
+            max_depth=3,
+            verbosity=0,
+            importance_type="gain",
+            random_state=RS,
+            n_jobs=MemberPool.local().threads,
+        ),
+    ),
+    (
+        "lightgbm",
+        "regression",
+        {"kind": "lightgbm", "params": {"n_estimators": 20, "num_leaves": 7}},
+        lambda: lightgbm.LGBMRegressor(
+            n_estimators=20,
+            num_leaves=7,
+            verbose=-1,
+            importance_type="gain",
+            deterministic=True,
+            force_col_wise=True,
+            random_state=RS,
+            n_jobs=MemberPool.local().threads,
+        ),
     ),
 ]
 

@@ -36,7 +36,7 @@ def locs(
 
 
 INVALID: list[Any] = [
-    ("unknown kind", {"kind": "xgboost"}, "classification", [("ensemble", "kind")], "unknown kind"),
+    ("unknown kind", {"kind": "ngboost"}, "classification", [("ensemble", "kind")], "unknown kind"),
     (
         "base learner at the top",
         {"kind": "knn"},
@@ -329,6 +329,9 @@ OWN_DEFAULTS = {
     "kind", [pytest.param(k, id=k.name) for k in (*ENSEMBLE_KINDS, *BASE_KINDS)]
 )
 def test_catalog_matches_scikit_learn(kind: Any) -> None:
+    if kind.library is not None:
+        _library_kind_matches_its_library(kind)
+        return
     for task, cls in kind.classes.items():
         signature = inspect.signature(cls.__init__).parameters
         for param in kind.params_for(task):
@@ -340,6 +343,30 @@ def test_catalog_matches_scikit_learn(kind: Any) -> None:
             assert param.accepts(param.default_for(task), task), (kind.name, param.name)
         for name in kind.fixed:
             assert name in signature
+
+
+# Booster parameters a library takes through **kwargs, absent from its get_params().
+BOOSTER_PARAMS = {("lightgbm", "alpha")}
+
+
+def _library_kind_matches_its_library(kind: Any) -> None:
+    """A boosting library's kind: its parameters, as its constructor takes them (without
+    those the service's fit reads), are the library's, with the library's defaults where
+    the library states one (XGBoost leaves most unset: its own defaults apply)."""
+    for task, cls in kind.classes.items():
+        library = cls().get_params()
+        defaults = {p.name: p.default_for(task) for p in kind.params_for(task)}
+        built = kind.estimator_params(task, defaults)
+        unset = {n for n, v in defaults.items() if v is None}  # the library's choice
+        dropped = set(defaults) - set(built)
+        assert dropped <= kind.top_level_params | unset | {"quantile_alpha"}
+        for name, value in built.items():
+            if (kind.name, name) in BOOSTER_PARAMS:
+                continue
+            assert name in library, f"{cls.__name__} has no {name}"
+            if library[name] is not None and name != "n_jobs":
+                assert value == library[name], (kind.name, task, name)
+        assert cls(**kind.fixed).get_params().items() >= kind.fixed.items()
 
 
 def test_catalog_document_is_json_schema_for_every_kind_and_task() -> None:
