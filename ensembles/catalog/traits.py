@@ -90,7 +90,6 @@ Importances = Literal["estimator", "members_mean", "none"]
 HardestRows = Callable[[Any, Any, Any, Any], tuple[dict[str, Any] | None, str | None]]
 # Why the fitted model has fewer members than asked (None: it has them all).
 StopNote = Callable[[Any], str | None]
-<<<<<<< HEAD
 # Curves the fitted model carries about its own fit, in the shape of
 # ``ensembles.reports.Curve`` (adaboost_mh: training Hamming loss and prod Z_t per round).
 FittedCurves = Callable[[Any], list[dict[str, Any]]]
@@ -101,14 +100,13 @@ FittedCurves = Callable[[Any], list[dict[str, Any]]]
 # fallback).  A callable ``(fitted, Xt, output)`` -> ``ensembles.explain.attribution.
 # Attribution`` or None is a library's own exact method (XGBoost's ``pred_contribs``...).
 ExplainMethod = Literal["tree_shap", "weighted_sum", "linear", "permutation"]
-Explain = ExplainMethod | Callable[[Any, Any, str], Any]
+Explain = ExplainMethod | Callable[[Any, Any, Any], Any]
 # The space of a classifier's explanation at the top of a model: its (weighted mean of)
 # probabilities, or the raw scores boosting adds before its link.
 ExplainSpace = Literal["probability", "margin"]
 # A classifier's raw scores (n, k) where it has no ``decision_function`` (the boosting
 # libraries): what a ``margin`` explanation is checked against.
 RawScores = Callable[[Any, Any], Any]
-=======
 # The spec's parameters as the estimator's constructor takes them (task, params).
 EstimatorParams = Callable[[Task, dict[str, Any]], dict[str, Any]]
 # The parameters telling the estimator which of its ``n`` input columns hold category
@@ -149,7 +147,6 @@ class Stages:
 
     count: Callable[[Any], int]
     predict: Callable[[Any, Any, list[int]], list[Any]]
->>>>>>> libkinds
 
 
 @dataclass(frozen=True)
