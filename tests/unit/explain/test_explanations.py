@@ -50,18 +50,23 @@ def test_every_kind_adds_up_to_its_output_for_every_row_and_class(kind: str, tas
     model = fitted(kind, task)
     explained, _ = _explained(model, _rows(task))
     doc = explained.document()
-    assert doc["additivity_error"] <= TOL
+    if kind == "xgboost":
+        # XGBoost adds in float32 (7 significant digits): within 1e-6 of the output's size.
+        tol = TOL * max(1.0, float(np.abs(explained.outputs).max()))
+    else:
+        tol = TOL
+    assert doc["additivity_error"] <= tol
     assert doc["features"] == list(_rows(task).columns)
     assert doc["exact"] == (doc["method"] != "permutation")
     n_outputs = 1 if task == "regression" else explained.contributions.shape[1]
     assert explained.contributions.shape == (25, n_outputs, len(doc["features"]))
     for row, output in zip(doc["contributions"], doc["outputs"], strict=True):
         if task == "regression":
-            assert abs(doc["base_values"] + sum(row.values()) - output) <= TOL
+            assert abs(doc["base_values"] + sum(row.values()) - output) <= tol
             continue
         for label, contributions in row.items():
             total = doc["base_values"][label] + sum(contributions.values())
-            assert abs(total - output[label]) <= TOL
+            assert abs(total - output[label]) <= tol
     if doc["space"] == "probability":  # the served probabilities themselves
         proba = model.pipeline.predict_proba(_rows(task))
         np.testing.assert_allclose(explained.outputs, proba, atol=1e-12)
