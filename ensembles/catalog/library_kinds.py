@@ -1,4 +1,4 @@
-"""The boosting libraries as kinds (xgboost, lightgbm), as data.
+"""The boosting libraries as kinds (xgboost, lightgbm, catboost), as data.
 
 Each is fitted by its module in :mod:`ensembles.kinds` (``growth="rounds"``); the library
 is an optional extra (``boosting``): without it the kind is still listed, and refused at
@@ -10,7 +10,7 @@ from __future__ import annotations
 from ensembles.catalog.groups import N_EST, NON_NEG, POSITIVE
 from ensembles.catalog.params import MAX_N_ESTIMATORS, NULL, Choice, Int, Num, P, Param
 from ensembles.catalog.traits import Kind, Library, Stages
-from ensembles.kinds import lightgbm_kind, xgboost_kind
+from ensembles.kinds import catboost_kind, lightgbm_kind, xgboost_kind
 from ensembles.kinds.boosting_library import FIT_PARAMS, classes_of
 
 OPEN_UNIT = Num(0, 1, lo_open=True, hi_open=True)
@@ -52,7 +52,7 @@ _TRAITS = {
     "curve": "stages",
     "native_missing": True,
     "combination": "sum",
-    "labels": "argmax",  # predict is the first maximum of predict_proba (both libraries)
+    "labels": "argmax",  # predict is the first maximum of predict_proba (every library)
     "compiled": "none",
     "importances": "estimator",
     "top_level_params": FIT_PARAMS,
@@ -139,4 +139,39 @@ LIGHTGBM = Kind(
     **_TRAITS,  # type: ignore[arg-type]
 )
 
-LIBRARY_KINDS: tuple[Kind, ...] = (XGBOOST, LIGHTGBM)
+CATBOOST = Kind(
+    "catboost",
+    description="CatBoost's ordered boosting of oblivious trees (CatBoostClassifier / "
+    "CatBoostRegressor), categories and missing values handled natively.",
+    classes=classes_of(
+        "catboost", {"classification": "CatBoostClassifier", "regression": "CatBoostRegressor"}
+    ),
+    params=(
+        P("iterations", N_EST, 1000, "Boosting rounds."),
+        P("depth", Int(1, 16), 6, "Depth of each (oblivious) tree."),
+        P("learning_rate", (POSITIVE, NULL), None, "Shrinkage (null: CatBoost's choice)."),
+        P("l2_leaf_reg", NON_NEG, 3.0, "L2 penalty on leaf values."),
+        _objective(
+            "loss_function", ("Logloss", "MultiClass"), ("RMSE", "MAE", "Huber", "Quantile")
+        ),
+        P("delta", POSITIVE, 1.0, "Delta of the Huber loss.", tasks=("regression",)),
+        P("alpha", OPEN_UNIT, 0.5, "Quantile of the Quantile loss.", tasks=("regression",)),
+        *_stopping(),
+    ),
+    # CatBoost otherwise writes catboost_info/ into the working directory.
+    fixed={"verbose": False, "allow_writing_files": False},
+    size_param="iterations",
+    native_categorical=True,
+    native_max_categories=None,
+    integer_categories=True,
+    categorical_params=catboost_kind.categorical_params,
+    estimator_params=catboost_kind.estimator_params,
+    fit_rounds=catboost_kind.fit_rounds,
+    stages=Stages(catboost_kind.rounds_kept, catboost_kind.predict_at),
+    library=Library("catboost", "catboost", "boosting"),
+    # A fitted CatBoost model refuses set_params: it keeps the job's thread_count (its
+    # predict takes all cores whatever it holds; only a refit of a clone reads it).
+    **(_TRAITS | {"threads_param": None}),  # type: ignore[arg-type]
+)
+
+LIBRARY_KINDS: tuple[Kind, ...] = (XGBOOST, LIGHTGBM, CATBOOST)

@@ -174,6 +174,9 @@ class Kind:
     native_categorical: bool = False  # takes ordinal codes of categories itself
     # Categorical columns with more categories are one-hot encoded (None: no limit).
     native_max_categories: int | None = 255
+    # Takes the codes as ints (an object matrix), missing and unseen categories as -1
+    # (CatBoost refuses floats and NaN among its categories); else float codes, NaN.
+    integer_categories: bool = False
     # How the estimator is told where the codes are (None: ``categorical_features``).
     categorical_params: CategoricalParams | None = None
     # The spec's parameters as the constructor takes them (None: as they are).
