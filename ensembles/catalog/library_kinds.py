@@ -150,7 +150,8 @@ CATBOOST = Kind(
         P("iterations", N_EST, 1000, "Boosting rounds."),
         P("depth", Int(1, 16), 6, "Depth of each (oblivious) tree."),
         P("learning_rate", (POSITIVE, NULL), None, "Shrinkage (null: CatBoost's choice)."),
-        P("l2_leaf_reg", NON_NEG, 3.0, "L2 penalty on leaf values."),
+        # Null: CatBoost's 3, unset (setting it turns off its automatic learning rate).
+        P("l2_leaf_reg", (NON_NEG, NULL), None, "L2 penalty on leaf values (null: 3)."),
         _objective(
             "loss_function", ("Logloss", "MultiClass"), ("RMSE", "MAE", "Huber", "Quantile")
         ),
@@ -164,6 +165,7 @@ CATBOOST = Kind(
     native_categorical=True,
     native_max_categories=None,
     integer_categories=True,
+    column_labels=True,
     categorical_params=catboost_kind.categorical_params,
     estimator_params=catboost_kind.estimator_params,
     fit_rounds=catboost_kind.fit_rounds,

@@ -134,8 +134,9 @@ class MemberNeed:
 
     ``when`` (parameter, values) limits the need to those parameter values; ``method`` is a
     method each member must have (None: the parameter's value names it); ``fit_param`` a
-    parameter each member's ``fit`` must take.  ``message`` is formatted with ``member``
-    (the member's kind) and ``method``.
+    parameter each member's ``fit`` must take; ``labels``: each classifier member must
+    answer one label per row (``Kind.column_labels`` does not).  ``message`` is formatted
+    with ``member`` (the member's kind) and ``method``.
     """
 
     slot: Slot
@@ -143,6 +144,7 @@ class MemberNeed:
     when: tuple[str, tuple[Any, ...]] | None = None
     method: str | None = None
     fit_param: str | None = None
+    labels: bool = False
 
 
 @dataclass(frozen=True)
@@ -189,6 +191,9 @@ class Kind:
     # service fits and measures it, one in the stored model (its answers in one thread).
     threads_param: str | None = None
     stages: Stages | None = None
+    # Its multiclass ``predict`` answers a column of labels (CatBoost): the service reads
+    # them flattened; scikit-learn's hard voting and AdaBoost, which count them, refuse it.
+    column_labels: bool = False
     # Its classifier takes only the labels 0..k-1 (XGBoost): other labels are refused.
     class_codes: bool = False
     # A third-party library the estimator needs (None: scikit-learn's or the service's).

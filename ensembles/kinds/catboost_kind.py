@@ -36,7 +36,8 @@ def estimator_params(task: Task, params: dict[str, Any]) -> dict[str, Any]:
     # its ensemble fits members in parallel, as with scikit-learn's kinds.
     out = {k: v for k, v in params.items() if k not in FIT_PARAMS | set(LOSS_PARAMS.values())}
     out["thread_count"] = 1
-    for name in ("loss_function", "learning_rate"):  # null: CatBoost's choice
+    # Null: CatBoost's choice (unset: any of them set turns off its automatic learning rate).
+    for name in ("loss_function", "learning_rate", "l2_leaf_reg"):
         if out.get(name) is None:
             out.pop(name, None)
     loss = out.get("loss_function")
@@ -91,7 +92,5 @@ def predict_at(estimator: Any, X: Any, marks: list[int]) -> list[Any]:
     ``predict`` answers a column, not a vector)."""
     if not is_classifier(estimator):  # its regressor too has a classes_ attribute
         return [estimator.predict(X, ntree_end=k) for k in marks]
-    return [
-        np.asarray(estimator.classes_).take(np.argmax(estimator.predict_proba(X, ntree_end=k), axis=1))
-        for k in marks
-    ]
+    classes = np.asarray(estimator.classes_)
+    return [classes.take(np.argmax(estimator.predict_proba(X, ntree_end=k), axis=1)) for k in marks]
