@@ -86,6 +86,8 @@ async def _running_with_progress(api: Api, job_id: str) -> dict[str, Any]:
         # One task per job: LightGBM's rounds on the Dask worker's thread (col-wise
         # histograms: the same model whatever the thread count).
         {"kind": "lightgbm", "params": {"n_estimators": 30, "num_leaves": 7}},
+        # CatBoost: the same model whatever its thread count.
+        {"kind": "catboost", "params": {"iterations": 30, "depth": 4}},
     ],
     ids=lambda e: e["kind"],
 )
