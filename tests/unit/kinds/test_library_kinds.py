@@ -573,3 +573,19 @@ def test_catboost_is_refused_where_its_labels_are_counted(
     assert "'catboost' answers its labels as a column" in problem.msg
     regression = {**raw, "params": {k: v for k, v in raw["params"].items() if k != "voting"}}
     resolve_ensemble(parse_estimator_spec(regression), "regression")  # a vector of values
+
+
+def test_catboost_multiclass_folds_and_bias_variance_read_its_labels_as_a_vector() -> None:
+    """Its multiclass predict answers a column: the out-of-fold and bias-variance labels
+    are read flat (predicted_labels), not as lists."""
+    params = {"iterations": 20, "early_stopping_rounds": 3}
+    spec = resolve_ensemble(
+        parse_estimator_spec({"kind": "catboost", "params": params}), "classification"
+    )
+    evaluation = EvaluationSpec.model_validate(
+        {"holdout_fraction": 0.25, "cv_folds": 3, "bias_variance": {"rounds": 3}}
+    )
+    model = train(training_data("wine"), spec, evaluation, RS)
+    assert model.metrics.cv is not None and model.metrics.cv["accuracy"] > 0.8
+    assert model.metrics.bias_variance is not None
+    assert model.metrics.bias_variance["ensemble"]["loss"] < 0.3
