@@ -21,6 +21,7 @@ from distributed import Client, LocalCluster
 from app.jobs.cluster import SETTING, DaskExecutor, check_reachable
 from app.server.launcher import EXIT_SETTINGS, check_dependencies, load_settings
 from app.settings import Settings
+from ensembles.catalog import KINDS
 from tests.api.conftest import started
 from tests.api.support import Api, forest, iris_frame, records
 from tests.network import free_port
@@ -115,7 +116,9 @@ async def test_a_version_trained_on_the_cluster_equals_a_local_one(
     np.testing.assert_array_equal(
         np.asarray(answers[0]["probabilities"]), np.asarray(answers[1]["probabilities"])
     )
-    assert dask["training"]["n_estimators"] == ensemble["params"]["n_estimators"]
+    size = KINDS[ensemble["kind"]].size_param
+    assert size is not None
+    assert dask["training"]["n_estimators"] == ensemble["params"][size]
 
 
 async def test_the_members_are_fitted_across_the_workers(
