@@ -27,8 +27,10 @@ __all__ = [
     "NO_MEMBERS_NOTE",
     "Round",
     "RoundFit",
+    "check_cancel",
     "classes_of",
     "fit_report",
+    "positions_types",
     "validation_split",
 ]
 
@@ -92,17 +94,31 @@ def validation_split(
     if patience is None:
         return RoundFit(X, y, None, None, None, size, on_round)
     fraction = float(params.get("validation_fraction", 0.1))
-    rows = np.arange(len(y))
-    _, counts = np.unique(y, return_counts=True)
-    stratify = y if is_classifier(estimator) and counts.min() >= 2 else None
-    seed = estimator.get_params().get("random_state")
-    fit_rows, valid_rows = train_test_split(
-        rows, test_size=fraction, random_state=seed, stratify=stratify
-    )
-    fit_rows, valid_rows = np.sort(fit_rows), np.sort(valid_rows)
+    fit_rows, valid_rows = _split(estimator, y, fraction)
     return RoundFit(
         X[fit_rows], y[fit_rows], X[valid_rows], y[valid_rows], int(patience), size, on_round
     )
+
+
+def _split(
+    estimator: BaseEstimator, y: NDArray[Any], fraction: float
+) -> tuple[NDArray[np.intp], NDArray[np.intp]]:
+    """Stratified where it can be (else plain); a validation row of a class the fit rows
+    would lack goes back to them, so the model knows every class of its training rows."""
+    rows = np.arange(len(y))
+    seed = estimator.get_params().get("random_state")
+    classifier = is_classifier(estimator)
+    try:
+        fit_rows, valid_rows = train_test_split(
+            rows, test_size=fraction, random_state=seed, stratify=y if classifier else None
+        )
+    except ValueError:  # a class of one row, or fewer validation rows than classes
+        fit_rows, valid_rows = train_test_split(rows, test_size=fraction, random_state=seed)
+    if classifier:
+        lacking = ~np.isin(y[valid_rows], y[fit_rows])
+        fit_rows = np.concatenate([fit_rows, valid_rows[lacking]])
+        valid_rows = valid_rows[~lacking]
+    return np.sort(fit_rows), np.sort(valid_rows)
 
 
 def fit_report(asked: int, kept: int, best: int | None, fit: RoundFit) -> OwnReport:

@@ -83,6 +83,7 @@ def predict_at(estimator: Any, X: Any, marks: list[int]) -> list[Any]:
     raw: Any = None
     out: list[Any] = []
     start = 0
+    X = np.ascontiguousarray(X)  # once: LightGBM copies other layouts on every call
     for k in marks:
         chunk = estimator.predict(X, raw_score=True, start_iteration=start, num_iteration=k - start)
         raw = chunk if raw is None else raw + chunk

@@ -589,3 +589,21 @@ def test_catboost_multiclass_folds_and_bias_variance_read_its_labels_as_a_vector
     assert model.metrics.cv is not None and model.metrics.cv["accuracy"] > 0.8
     assert model.metrics.bias_variance is not None
     assert model.metrics.bias_variance["ensemble"]["loss"] < 0.3
+
+
+def test_early_stopping_keeps_every_class_in_the_rows_it_fits_on() -> None:
+    """A class of one training row cannot be stratified: it stays in the fit rows, and the
+    model knows every class (a plain split could have moved it to validation)."""
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"x": rng.normal(size=80), "z": rng.normal(size=80)})
+    frame["y"] = np.where(frame["x"] > 0, 1, 0)
+    frame.loc[1, "y"] = 2  # one row of class 2, which a plain split would hold out
+    data = select_training_data(table_from_frame(frame), "y")
+    params = {"n_estimators": 50, "min_child_samples": 2, "early_stopping_rounds": 3}
+    params["validation_fraction"] = 0.5
+    spec = resolve_ensemble(
+        parse_estimator_spec({"kind": "lightgbm", "params": params}), "classification"
+    )
+    model = train(data, spec, EvaluationSpec(holdout_fraction=0.0, cv_folds=0), RS)
+    assert list(model.pipeline.classes_) == [0, 1, 2]
+    assert model.metrics.stopping is not None and model.metrics.stopping["validation_rows"] <= 40
