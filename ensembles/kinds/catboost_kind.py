@@ -36,7 +36,8 @@ def estimator_params(task: Task, params: dict[str, Any]) -> dict[str, Any]:
     # its ensemble fits members in parallel, as with scikit-learn's kinds.
     out = {k: v for k, v in params.items() if k not in FIT_PARAMS | set(LOSS_PARAMS.values())}
     out["thread_count"] = 1
-    # Null: CatBoost's choice (unset: any of them set turns off its automatic learning rate).
+    # Null: left unset, CatBoost's choice (learning_rate or l2_leaf_reg set turns off its
+    # automatic learning rate).
     for name in ("loss_function", "learning_rate", "l2_leaf_reg"):
         if out.get(name) is None:
             out.pop(name, None)
@@ -87,10 +88,18 @@ def rounds_kept(estimator: Any) -> int:
 
 
 def predict_at(estimator: Any, X: Any, marks: list[int]) -> list[Any]:
-    """Its answers after each number of rounds in ``marks`` (``ntree_end``); a
+    """Its answers after each number of rounds in ``marks``, from CatBoost's own staged
+    prediction (which adds each round to the last: every tree evaluated once).  A
     classifier's label is the first maximum of its probabilities (its multiclass
     ``predict`` answers a column, not a vector)."""
-    if not is_classifier(estimator):  # its regressor too has a classes_ attribute
-        return [estimator.predict(X, ntree_end=k) for k in marks]
-    classes = np.asarray(estimator.classes_)
-    return [classes.take(np.argmax(estimator.predict_proba(X, ntree_end=k), axis=1)) for k in marks]
+    classifier = is_classifier(estimator)
+    stages = (estimator.staged_predict_proba if classifier else estimator.staged_predict)(
+        X, ntree_end=marks[-1], eval_period=1
+    )
+    wanted, out = set(marks), []
+    for k, answer in enumerate(stages, start=1):
+        if k in wanted and classifier:
+            out.append(np.asarray(estimator.classes_).take(np.argmax(answer, axis=1)))
+        elif k in wanted:
+            out.append(answer)
+    return out
