@@ -1,6 +1,6 @@
 """Training a boosting-library kind: the service's training function against the library.
 
-A LightGBM (or XGBoost) classifier of ``--rounds`` rounds (default 500) on a generated
+A LightGBM (or XGBoost, or CatBoost) classifier of ``--rounds`` rounds (default 500) on a generated
 table (default 200,000 rows x 20 features, two classes), timed two ways, each
 ``--repeat`` times, with the same threads:
 
@@ -51,7 +51,9 @@ def _direct(kind: str, params: dict[str, Any], threads: int, X: Any, y: Any) -> 
     entry = KINDS[kind]
     cls = entry.classes["classification"]
     own = entry.estimator_params("classification", params) if entry.estimator_params else params
-    model = cls(**{**entry.fixed, **own, "random_state": SEED, "n_jobs": threads})
+    # CatBoost keeps the job's threads (threads_param None): its thread_count.
+    threads_name = entry.threads_param or "thread_count"
+    model = cls(**{**entry.fixed, **own, "random_state": SEED, threads_name: threads})
     started = time.perf_counter()
     model.fit(X, y)
     return time.perf_counter() - started
@@ -59,7 +61,7 @@ def _direct(kind: str, params: dict[str, Any], threads: int, X: Any, y: Any) -> 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--kind", default="lightgbm", choices=["lightgbm", "xgboost"])
+    parser.add_argument("--kind", default="lightgbm", choices=["lightgbm", "xgboost", "catboost"])
     parser.add_argument("--rows", type=int, default=200_000)
     parser.add_argument("--features", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=500)
@@ -67,7 +69,7 @@ def main() -> None:
     args = parser.parse_args()
     frame = _frame(args.rows, args.features)
     data = select_training_data(table_from_frame(frame), "target", task="classification")
-    raw = {"kind": args.kind, "params": {"n_estimators": args.rounds}}
+    raw = {"kind": args.kind, "params": {KINDS[args.kind].size_param: args.rounds}}
     spec = resolve_ensemble(parse_estimator_spec(raw), "classification")
     evaluation = EvaluationSpec(holdout_fraction=0.0, cv_folds=0)
     pool = MemberPool.local()

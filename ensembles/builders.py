@@ -86,6 +86,7 @@ def build_preprocessing(
     native_missing: bool = False,
     native_categorical: bool = False,
     max_categories: int | None = HGB_MAX_CATEGORIES,
+    integer_categories: bool = False,
 ) -> ColumnTransformer:
     """Column handling in front of the ensemble, fitted together with it."""
     passthrough = [f.name for f in features if f.dtype in NUMERIC_DTYPES and not f.has_missing]
@@ -108,10 +109,12 @@ def build_preprocessing(
     ]
     one_hot = [f.name for f in categorical if f.name not in ordinal]
     if ordinal:
+        missing = -1 if integer_categories else float("nan")
         encoder = OrdinalEncoder(
             handle_unknown="use_encoded_value",
-            unknown_value=float("nan"),
-            encoded_missing_value=float("nan"),
+            unknown_value=missing,
+            encoded_missing_value=missing,
+            dtype=object if integer_categories else np.float64,
         )
         transformers.append(("categorical", encoder, ordinal))
     if one_hot:
@@ -134,6 +137,7 @@ def build_pipeline(
         native_missing=kind.native_missing,
         native_categorical=kind.native_categorical,
         max_categories=kind.native_max_categories,
+        integer_categories=kind.integer_categories,
     )
     ensemble = build_estimator(spec, task, random_state)
     if kind.native_categorical:

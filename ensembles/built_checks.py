@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from sklearn.base import BaseEstimator
+from sklearn.base import BaseEstimator, is_classifier
 from sklearn.utils.validation import has_fit_parameter
 
 from ensembles.catalog import KINDS, MemberNeed
@@ -50,10 +50,11 @@ def _unmet(
         value = params.get(param)
         if value not in values:
             return None
-    method = need.method or value
+    method = need.method or (None if need.labels else value)
     lacks_method = isinstance(method, str) and not hasattr(member, method)
     lacks_fit_param = need.fit_param is not None and not has_fit_parameter(member, need.fit_param)
-    if lacks_method or lacks_fit_param:
+    column_labels = need.labels and is_classifier(member) and KINDS[member_kind].column_labels
+    if lacks_method or lacks_fit_param or column_labels:
         return need.message.format(member=member_kind, method=method)
     return None
 

@@ -26,6 +26,7 @@ from ensembles.catalog import KINDS, Kind, kind_of
 from ensembles.data import TrainingData
 from ensembles.fit_errors import scikit_learn_errors
 from ensembles.kinds import OwnReport
+from ensembles.members import predicted_labels
 from ensembles.science import bias_variance, measures
 from ensembles.science.oof import FoldCollector
 from ensembles.specs import EstimatorSpec, EvaluationSpec
@@ -350,7 +351,7 @@ def _bias_variance(
             with warnings.catch_warnings(), run.parallel(stage="bias_variance"):
                 warnings.simplefilter("ignore", UserWarning)
                 fit_rows(model, which, X_train.iloc[rows], y_train[rows], run)
-            return np.asarray(model.predict(X_hold))
+            return predicted_labels(model, X_hold)
 
     return bias_variance.decompose(
         spec,

@@ -11,6 +11,7 @@ up by the fitted estimator's class.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -99,7 +100,14 @@ def member_class_indices(member: Member, X: FloatArray) -> IntArray:
     Members of scikit-learn's classifier ensembles are fitted on encoded labels
     (0..k-1), so their predictions are already indices.
     """
-    return np.asarray(member.estimator.predict(member_input(member, X))).astype(np.int64)
+    return predicted_labels(member.estimator, member_input(member, X)).astype(np.int64)
+
+
+def predicted_labels(estimator: BaseEstimator, X: Any) -> NDArray[Any]:
+    """Its ``predict`` as one label per row (CatBoost's multiclass ``predict`` answers a
+    column of them)."""
+    pred = np.asarray(estimator.predict(X))
+    return pred.reshape(len(pred)) if pred.ndim == 2 and pred.shape[1] == 1 else pred
 
 
 def member_probabilities(member: Member, X: FloatArray, n_classes: int) -> FloatArray:

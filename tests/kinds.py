@@ -68,6 +68,7 @@ def _ensembles(task: Task) -> dict[str, Spec]:
             "kind": "lightgbm",
             "params": {"n_estimators": 12, "num_leaves": 7, "min_child_samples": 5},
         },
+        "catboost": {"kind": "catboost", "params": {"iterations": 12, "depth": 3}},
     }
 
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 from sklearn import ensemble as sk_ensemble
 
 from ensembles.catalog.groups import (
+    BOOSTED_LABELS,
     CLASS_WEIGHT,
     FRACTION_OR_COUNT,
+    HARD_VOTES,
     MAX_FEATURES_BAG,
     MAX_FEATURES_TREE,
     MAX_SAMPLES_BELOW_ONE,
@@ -55,7 +57,7 @@ SKLEARN_ENSEMBLE_KINDS: tuple[Kind, ...] = (
         votes=True,
         voting_param="voting",
         members="named",
-        member_needs=(SOFT_VOTING,),
+        member_needs=(SOFT_VOTING, HARD_VOTES),
         combination="soft_mean",
         labels="argmax_if_soft",
         compiled="voting",
@@ -128,7 +130,7 @@ SKLEARN_ENSEMBLE_KINDS: tuple[Kind, ...] = (
         },
         members="boosted",
         member_rows="weighted",
-        member_needs=(SAMPLE_WEIGHTS,),
+        member_needs=(SAMPLE_WEIGHTS, BOOSTED_LABELS),
         curve="stages",
         combination="vote_or_median",
         hardest_rows=hardest_rows,

@@ -82,6 +82,14 @@ SOFT_VOTING = MemberNeed(
     when=("voting", ("soft",)),
     method="predict_proba",
 )
+LABEL_VECTORS = "'{member}' answers its labels as a column (its multiclass predict), which "
+HARD_VOTES = MemberNeed(
+    "estimators",
+    LABEL_VECTORS + "hard voting cannot count (use soft voting)",
+    when=("voting", ("hard",)),
+    labels=True,
+)
+BOOSTED_LABELS = MemberNeed("estimator", LABEL_VECTORS + "AdaBoost cannot weigh", labels=True)
 STACK_METHOD = MemberNeed(
     "estimators",
     "'{member}' has no {method}",

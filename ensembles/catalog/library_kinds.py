@@ -1,4 +1,4 @@
-"""The boosting libraries as kinds (xgboost, lightgbm), as data.
+"""The boosting libraries as kinds (xgboost, lightgbm, catboost), as data.
 
 Each is fitted by its module in :mod:`ensembles.kinds` (``growth="rounds"``); the library
 is an optional extra (``boosting``): without it the kind is still listed, and refused at
@@ -11,7 +11,7 @@ from ensembles.catalog.groups import N_EST, NON_NEG, POSITIVE
 from ensembles.catalog.params import MAX_N_ESTIMATORS, NULL, Choice, Int, Num, P, Param
 from ensembles.catalog.traits import Kind, Library, Stages
 from ensembles.explain import native
-from ensembles.kinds import lightgbm_kind, xgboost_kind
+from ensembles.kinds import catboost_kind, lightgbm_kind, xgboost_kind
 from ensembles.kinds.boosting_library import FIT_PARAMS, classes_of
 
 OPEN_UNIT = Num(0, 1, lo_open=True, hi_open=True)
@@ -53,7 +53,7 @@ _TRAITS = {
     "curve": "stages",
     "native_missing": True,
     "combination": "sum",
-    "labels": "argmax",  # predict is the first maximum of predict_proba (both libraries)
+    "labels": "argmax",  # predict is the first maximum of predict_proba (every library)
     "importances": "estimator",
     "explain_space": "margin",
     "top_level_params": FIT_PARAMS,
@@ -146,4 +146,43 @@ LIGHTGBM = Kind(
     **_TRAITS,  # type: ignore[arg-type]
 )
 
-LIBRARY_KINDS: tuple[Kind, ...] = (XGBOOST, LIGHTGBM)
+CATBOOST = Kind(
+    "catboost",
+    description="CatBoost's ordered boosting of oblivious trees (CatBoostClassifier / "
+    "CatBoostRegressor), categories and missing values handled natively.",
+    classes=classes_of(
+        "catboost", {"classification": "CatBoostClassifier", "regression": "CatBoostRegressor"}
+    ),
+    params=(
+        P("iterations", N_EST, 1000, "Boosting rounds."),
+        P("depth", Int(1, 16), 6, "Depth of each (oblivious) tree."),
+        P("learning_rate", (POSITIVE, NULL), None, "Shrinkage (null: CatBoost's choice)."),
+        # Null: CatBoost's 3, unset (setting it turns off its automatic learning rate).
+        P("l2_leaf_reg", (NON_NEG, NULL), None, "L2 penalty on leaf values (null: 3)."),
+        _objective(
+            "loss_function", ("Logloss", "MultiClass"), ("RMSE", "MAE", "Huber", "Quantile")
+        ),
+        P("delta", POSITIVE, 1.0, "Delta of the Huber loss.", tasks=("regression",)),
+        P("alpha", OPEN_UNIT, 0.5, "Quantile of the Quantile loss.", tasks=("regression",)),
+        *_stopping(),
+    ),
+    # CatBoost otherwise writes catboost_info/ into the working directory.
+    fixed={"verbose": False, "allow_writing_files": False},
+    size_param="iterations",
+    native_categorical=True,
+    native_max_categories=None,
+    integer_categories=True,
+    column_labels=True,
+    categorical_params=catboost_kind.categorical_params,
+    estimator_params=catboost_kind.estimator_params,
+    fit_rounds=catboost_kind.fit_rounds,
+    stages=Stages(catboost_kind.rounds_kept, catboost_kind.predict_at),
+    library=Library("catboost", "catboost", "boosting"),
+    explain=native.catboost_attribution,
+    raw_scores=native.catboost_margin,
+    # A fitted CatBoost model refuses set_params: it keeps the job's thread_count (its
+    # predict takes all cores whatever it holds; only a refit of a clone reads it).
+    **(_TRAITS | {"threads_param": None}),  # type: ignore[arg-type]
+)
+
+LIBRARY_KINDS: tuple[Kind, ...] = (XGBOOST, LIGHTGBM, CATBOOST)

@@ -155,8 +155,9 @@ class MemberNeed:
 
     ``when`` (parameter, values) limits the need to those parameter values; ``method`` is a
     method each member must have (None: the parameter's value names it); ``fit_param`` a
-    parameter each member's ``fit`` must take.  ``message`` is formatted with ``member``
-    (the member's kind) and ``method``.
+    parameter each member's ``fit`` must take; ``labels``: each classifier member must
+    answer one label per row (``Kind.column_labels`` does not).  ``message`` is formatted
+    with ``member`` (the member's kind) and ``method``.
     """
 
     slot: Slot
@@ -164,6 +165,7 @@ class MemberNeed:
     when: tuple[str, tuple[Any, ...]] | None = None
     method: str | None = None
     fit_param: str | None = None
+    labels: bool = False
 
 
 @dataclass(frozen=True)
@@ -195,6 +197,9 @@ class Kind:
     native_categorical: bool = False  # takes ordinal codes of categories itself
     # Categorical columns with more categories are one-hot encoded (None: no limit).
     native_max_categories: int | None = 255
+    # Takes the codes as ints (an object matrix), missing and unseen categories as -1
+    # (CatBoost refuses floats and NaN among its categories); else float codes, NaN.
+    integer_categories: bool = False
     # How the estimator is told where the codes are (None: ``categorical_features``).
     categorical_params: CategoricalParams | None = None
     # The spec's parameters as the constructor takes them (None: as they are).
@@ -207,6 +212,9 @@ class Kind:
     # service fits and measures it, one in the stored model (its answers in one thread).
     threads_param: str | None = None
     stages: Stages | None = None
+    # Its multiclass ``predict`` answers a column of labels (CatBoost): the service reads
+    # them flattened; scikit-learn's hard voting and AdaBoost, which count them, refuse it.
+    column_labels: bool = False
     # Its classifier takes only the labels 0..k-1 (XGBoost): other labels are refused.
     class_codes: bool = False
     # A third-party library the estimator needs (None: scikit-learn's or the service's).

@@ -28,6 +28,7 @@ from ensembles.inference.gtil import (
     gtil_scores,
     link,
 )
+from ensembles.members import predicted_labels
 
 __all__ = [
     "BaggingNode",
@@ -103,7 +104,7 @@ class SklearnNode(Node):
 
     def both(self, X: FloatArray) -> Both:
         estimator = self.estimator
-        labels = np.asarray(estimator.predict(X))
+        labels = predicted_labels(estimator, X)
         if not hasattr(estimator, "predict_proba"):
             return labels, None, _sure(len(X))
         return labels, np.asarray(estimator.predict_proba(X), dtype=np.float64), _sure(len(X))
@@ -112,7 +113,7 @@ class SklearnNode(Node):
         return np.asarray(self.estimator.predict_proba(X), dtype=np.float64), _sure(len(X))
 
     def labels(self, X: FloatArray) -> Out:
-        return np.asarray(self.estimator.predict(X)), _sure(len(X))
+        return predicted_labels(self.estimator, X), _sure(len(X))
 
     def decision(self, X: FloatArray) -> Out:
         return np.asarray(self.estimator.decision_function(X)), _sure(len(X))

@@ -27,7 +27,13 @@ from sklearn.model_selection import check_cv, cross_val_predict
 from sklearn.pipeline import Pipeline
 
 from ensembles import metrics
-from ensembles.members import Member, member_class_indices, member_probabilities, member_values
+from ensembles.members import (
+    Member,
+    member_class_indices,
+    member_probabilities,
+    member_values,
+    predicted_labels,
+)
 from ensembles.tasks import Task
 
 Splits = list[tuple[NDArray[np.intp], NDArray[np.intp]]]
@@ -160,7 +166,7 @@ class FoldCollector:
     def add(self, fold: Pipeline, X_va: pd.DataFrame, train: Any, va: NDArray[np.intp]) -> None:
         """The predictions of the pipeline fitted on one fold, for its held-out rows."""
         self.splits.append((np.asarray(train), np.asarray(va)))
-        pred = np.asarray(fold.predict(X_va))
+        pred = predicted_labels(fold, X_va)
         if self.ensemble is None:
             kept = pred.dtype if pred.dtype.kind in "biuf" else object
             self.ensemble = np.empty(self.n, dtype=kept)

@@ -25,6 +25,7 @@ from ensembles.members import (
     member_values,
     members_of,
     oob_mask,
+    predicted_labels,
 )
 from ensembles.tasks import Task
 
@@ -103,7 +104,7 @@ def _class_indices(
     )
     if not raw:
         return member_class_indices(member, X)
-    pred = np.asarray(member.estimator.predict(member_input(member, X)))
+    pred = predicted_labels(member.estimator, member_input(member, X))
     return np.asarray(pd.Index(classes).get_indexer(pred), dtype=np.int64)
 
 

@@ -21,6 +21,7 @@ from distributed import Client, LocalCluster
 from app.jobs.cluster import SETTING, DaskExecutor, check_reachable
 from app.server.launcher import EXIT_SETTINGS, check_dependencies, load_settings
 from app.settings import Settings
+from ensembles.catalog import KINDS
 from tests.api.conftest import started
 from tests.api.support import Api, forest, iris_frame, records
 from tests.network import free_port
@@ -86,6 +87,8 @@ async def _running_with_progress(api: Api, job_id: str) -> dict[str, Any]:
         # One task per job: LightGBM's rounds on the Dask worker's thread (col-wise
         # histograms: the same model whatever the thread count).
         {"kind": "lightgbm", "params": {"n_estimators": 30, "num_leaves": 7}},
+        # CatBoost: the same model whatever its thread count.
+        {"kind": "catboost", "params": {"iterations": 30, "depth": 4}},
     ],
     ids=lambda e: e["kind"],
 )
@@ -113,7 +116,9 @@ async def test_a_version_trained_on_the_cluster_equals_a_local_one(
     np.testing.assert_array_equal(
         np.asarray(answers[0]["probabilities"]), np.asarray(answers[1]["probabilities"])
     )
-    assert dask["training"]["n_estimators"] == ensemble["params"]["n_estimators"]
+    size = KINDS[ensemble["kind"]].size_param
+    assert size is not None
+    assert dask["training"]["n_estimators"] == ensemble["params"][size]
 
 
 async def test_the_members_are_fitted_across_the_workers(

@@ -8,6 +8,7 @@ import asyncio
 import io
 from typing import Any
 
+import catboost
 import joblib
 import lightgbm
 import numpy as np
@@ -73,6 +74,51 @@ async def test_xgboost_regression_is_served_with_the_library_in_its_lineage(api:
     np.testing.assert_allclose(
         response.json()["predictions"], pipeline.predict(frame[features]), rtol=0, atol=1e-9
     )
+
+
+async def test_catboost_with_categories_and_early_stopping_is_trained_and_served(
+    api: Api,
+) -> None:
+    """String categories reach CatBoost as its cat_features (integer codes), an unseen one
+    gets the warning; /v1 and /v2 answer its multiclass labels as a vector."""
+    frame = iris_frame()
+    frame["petal_band"] = np.where(frame["petal_length"] > 4.5, "long", "short")
+    dataset = await api.upload_frame(frame, "iris_bands")
+    ensemble = {
+        "kind": "catboost",
+        "params": {"iterations": 300, "depth": 3, "early_stopping_rounds": 5},
+    }
+    version = await _version(api, "cat", {"dataset_id": dataset, "target": "species",
+                                          "ensemble": ensemble})  # fmt: skip
+    assert version["metrics"]["stopping"]["validation_rows"] == 12
+    assert version["artifact"]["library_versions"]["catboost"] == catboost.__version__
+    pipeline = await _artifact(api, "cat")
+    assert type(pipeline[-1]) is catboost.CatBoostClassifier
+    assert pipeline[-1].get_cat_feature_indices() == [4]
+    features = [*IRIS_FEATURES, "petal_band"]
+    rows = frame[features]
+    body = {"instances": records(frame, features), "options": {"return_proba": True}}
+    response = await api.predict("cat", 1, body)
+    assert response.status_code == 200, response.text
+    answer = response.json()
+    assert answer["predictions"] == pipeline.predict(rows).ravel().tolist()
+    np.testing.assert_allclose(
+        answer["probabilities"], pipeline.predict_proba(rows), rtol=0, atol=1e-9
+    )
+    unseen = {"instances": [{**records(frame, features)[0], "petal_band": "huge"}]}
+    response = await api.predict("cat", 1, unseen)
+    assert response.status_code == 200, response.text
+    assert any("'huge' at row 0" in w for w in response.json()["warnings"]), response.text
+    inputs: list[dict[str, Any]] = [
+        {"name": c, "shape": [3, 1], "datatype": "FP64", "data": frame[c][:3].tolist()}
+        for c in IRIS_FEATURES
+    ]
+    band = frame["petal_band"][:3].tolist()
+    inputs.append({"name": "petal_band", "shape": [3, 1], "datatype": "BYTES", "data": band})
+    response = await api.client.post("/v2/models/cat/versions/1/infer", json={"inputs": inputs})
+    assert response.status_code == 200, response.text
+    [labels] = [o for o in response.json()["outputs"] if o["name"] == "predictions"]
+    assert labels["data"] == answer["predictions"][:3]
 
 
 async def test_progress_counts_rounds_and_a_cancel_stops_the_fit(api: Api) -> None:

@@ -60,6 +60,7 @@ async def test_kinds_lists_every_kind_with_parameter_schemas(api: Api) -> None:
         "voting", "bagging", "pasting", "random_subspace", "random_patches", "adaboost",
         "gradient_boosting", "hist_gradient_boosting", "random_forest", "extra_trees",
         "stacking", "pasting_votes", "ensemble_selection", "adaboost_mh", "xgboost", "lightgbm",
+        "catboost",
     }  # fmt: skip
     bases = {k["kind"] for k in body["base_kinds"]}
     assert {"decision_tree", "logistic_regression", "linear_regression", "ridge", "knn",

@@ -198,6 +198,8 @@ def test_the_label_rule_is_how_scikit_learn_labels(name: str, task: Task) -> Non
     Xt = model.pipeline[0].transform(training_data(DATASET[task]).X)
     classes = np.asarray(ensemble.classes_)
     predicted = np.asarray(ensemble.predict(Xt))
+    if kind.column_labels:  # CatBoost's multiclass predict: one column of labels
+        predicted = predicted.reshape(len(predicted))
     if kind.labels == "argmax" or (kind.labels == "argmax_if_soft" and ensemble.voting == "soft"):
         expected = classes[np.argmax(ensemble.predict_proba(Xt), axis=1)]
     elif kind.labels in ("raw_ge", "raw_gt"):  # wine has three classes: the first maximum

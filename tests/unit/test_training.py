@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import catboost
 import lightgbm
 import numpy as np
 import pytest
@@ -362,6 +363,19 @@ FIDELITY: list[Any] = [
             force_col_wise=True,
             random_state=RS,
             n_jobs=MemberPool.local().threads,
+        ),
+    ),
+    (
+        "catboost",
+        "classification",
+        {"kind": "catboost", "params": {"iterations": 20, "depth": 4}},
+        lambda: catboost.CatBoostClassifier(
+            iterations=20,
+            depth=4,
+            verbose=False,
+            allow_writing_files=False,
+            random_seed=RS,
+            thread_count=MemberPool.local().threads,
         ),
     ),
 ]

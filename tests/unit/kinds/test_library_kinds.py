@@ -1,5 +1,5 @@
-"""The boosting libraries as kinds (xgboost, lightgbm): the same model as the library fitted
-directly, categories and missing values reaching it natively, early stopping on rows
+"""The boosting libraries as kinds (xgboost, lightgbm, catboost): the same model as the
+library fitted directly, categories and missing values reaching it natively, early stopping on rows
 carved from the training rows, progress and cancel per round, the submit-time checks,
 nesting, and what the version records (curves, importances, lineage)."""
 
@@ -11,6 +11,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import catboost
 import lightgbm
 import numpy as np
 import pandas as pd
@@ -44,10 +45,17 @@ THREADS = MemberPool.local().threads
 LIBRARY: dict[str, dict[Task, Any]] = {
     "xgboost": {"classification": xgboost.XGBClassifier, "regression": xgboost.XGBRegressor},
     "lightgbm": {"classification": lightgbm.LGBMClassifier, "regression": lightgbm.LGBMRegressor},
+    "catboost": {
+        "classification": catboost.CatBoostClassifier,
+        "regression": catboost.CatBoostRegressor,
+    },
 }
+# The parameter counting boosting rounds.
+SIZE = {"xgboost": "n_estimators", "lightgbm": "n_estimators", "catboost": "iterations"}
 PARAMS: dict[str, dict[str, Any]] = {
     "xgboost": {"n_estimators": 15, "max_depth": 3, "learning_rate": 0.2},
     "lightgbm": {"n_estimators": 15, "num_leaves": 7, "min_child_samples": 5},
+    "catboost": {"iterations": 15, "depth": 3},
 }
 FIXED: dict[str, dict[str, Any]] = {
     "xgboost": {"verbosity": 0, "importance_type": "gain"},
@@ -57,7 +65,11 @@ FIXED: dict[str, dict[str, Any]] = {
         "deterministic": True,
         "force_col_wise": True,
     },
+    "catboost": {"verbose": False, "allow_writing_files": False},
 }
+# The library's own names of the seed and the thread count.
+SEED = {"xgboost": "random_state", "lightgbm": "random_state", "catboost": "random_seed"}
+THREADS_PARAM = {"xgboost": "n_jobs", "lightgbm": "n_jobs", "catboost": "thread_count"}
 CASES = [
     pytest.param(name, task, id=f"{name}-{task}")
     for name in LIBRARY
@@ -76,8 +88,16 @@ def _train_rows(data: TrainingData, task: Task) -> tuple[pd.DataFrame, Any]:
     return data.X.iloc[split.train], np.asarray(data.y)[split.train]
 
 
-def _direct(name: str, task: Task, params: dict[str, Any], **more: Any) -> Any:
-    return LIBRARY[name][task](**FIXED[name], **params, random_state=RS, n_jobs=THREADS, **more)
+def _direct(
+    name: str, task: Task, params: dict[str, Any], threads: int = THREADS, **more: Any
+) -> Any:
+    own = {SEED[name]: RS, THREADS_PARAM[name]: threads}
+    return LIBRARY[name][task](**FIXED[name], **params, **own, **more)
+
+
+def _labels(answer: Any) -> Any:
+    """CatBoost's multiclass ``predict`` answers a column; the service answers a vector."""
+    return np.asarray(answer).reshape(len(answer))
 
 
 @pytest.mark.parametrize(("name", "task"), CASES)
@@ -87,10 +107,18 @@ def test_the_model_is_the_library_fitted_directly_on_the_same_rows(name: str, ta
     direct = _direct(name, task, PARAMS[name]).fit(np.asarray(X_train, dtype=float), y_train)
     stored = model.pipeline[-1]
     assert type(stored) is LIBRARY[name][task]
-    assert stored.get_params()["n_jobs"] == 1  # fitted with the job's threads, stored with one
+    # Fitted with the job's threads, stored with one (a fitted CatBoost model refuses
+    # set_params: it keeps them, and its predict takes every core whatever it holds).
+    stored_threads = THREADS if name == "catboost" else 1
+    assert stored.get_params()[THREADS_PARAM[name]] == stored_threads
     X = data.X
     Xt = np.asarray(X, dtype=float)
     np.testing.assert_array_equal(model.pipeline.predict(X), direct.predict(Xt))
+    inference = inference_verdict(model.pipeline, task, model.train_rows, RS)
+    servable = prepare(model.pipeline, model.signature, inference)
+    answer = servable.answer({c: X[c].to_numpy() for c in X.columns}, with_proba=True)
+    assert answer.predictions.ndim == 1
+    np.testing.assert_array_equal(answer.predictions, _labels(direct.predict(Xt)))
     if task == "classification":
         np.testing.assert_allclose(
             model.pipeline.predict_proba(X), direct.predict_proba(Xt), rtol=0, atol=1e-9
@@ -117,7 +145,7 @@ def test_categories_and_missing_values_reach_the_library_natively(name: str, tas
     preprocess, stored = model.pipeline[0], model.pipeline[-1]
     X_train, y_train = _train_rows(data, task)
     Xt = np.asarray(preprocess.transform(X_train))
-    assert np.isnan(Xt).any(), "missing values stay missing (no imputation)"
+    assert pd.isna(Xt).any(), "missing values stay missing (no imputation)"
     columns = list(preprocess.get_feature_names_out())
     codes = [i for i, c in enumerate(columns) if c.startswith("categorical__")]
     assert len(codes) == 1 and len(columns) == 3  # one code column, no one-hot
@@ -125,6 +153,13 @@ def test_categories_and_missing_values_reach_the_library_natively(name: str, tas
         direct = _direct(name, task, PARAMS[name]).fit(Xt, y_train, categorical_feature=codes)
         splits = str(stored.booster_.dump_model()["tree_info"])
         assert "'decision_type': '=='" in splits  # a categorical split
+    elif name == "catboost":
+        # Integer codes in an object matrix, missing as the code -1 (CatBoost refuses NaN
+        # and floats among its categories); numbers stay floats, NaN where missing.
+        assert all(type(v) is int for v in Xt[:, codes[0]])
+        assert -1 in set(Xt[:, codes[0]])  # the missing colours
+        direct = _direct(name, task, PARAMS[name], cat_features=codes).fit(Xt, y_train)
+        assert stored.get_cat_feature_indices() == codes
     else:
         types = ["c" if i in codes else "q" for i in range(Xt.shape[1])]
         direct = _direct(name, task, PARAMS[name], enable_categorical=True, feature_types=types)
@@ -141,9 +176,10 @@ def test_categories_and_missing_values_reach_the_library_natively(name: str, tas
     assert set(model.feature_importances) == {"colour", "size", "noise"}
 
 
-def test_an_unseen_category_gets_the_warning_other_kinds_give() -> None:
+@pytest.mark.parametrize("name", ["lightgbm", "catboost"])
+def test_an_unseen_category_gets_the_warning_other_kinds_give(name: str) -> None:
     data = _table_with_categories("classification")
-    _, model = _train("lightgbm", "classification", PARAMS["lightgbm"], data)
+    _, model = _train(name, "classification", PARAMS[name], data)
     columns = {"colour": np.array(["purple"], dtype=object), "size": np.array([0.1])}
     columns["noise"] = np.array([0.0])
     warnings = unseen_categories(model.signature, columns)
@@ -158,7 +194,7 @@ def test_an_unseen_category_gets_the_warning_other_kinds_give() -> None:
 def test_early_stopping_validates_on_rows_carved_from_the_training_rows(
     name: str, task: Task
 ) -> None:
-    params = {**PARAMS[name], "n_estimators": 400, "learning_rate": 0.5}
+    params = {**PARAMS[name], SIZE[name]: 400, "learning_rate": 0.5}
     params |= {"early_stopping_rounds": 3, "validation_fraction": 0.2}
     data, model = _train(name, task, params)
     stopping = model.metrics.stopping
@@ -183,13 +219,18 @@ def test_early_stopping_validates_on_rows_carved_from_the_training_rows(
         direct = _direct(name, task, base)
         callbacks = [lightgbm.early_stopping(3, first_metric_only=True, verbose=False)]
         direct.fit(Xt[fit_rows], y_train[fit_rows], eval_set=valid, callbacks=callbacks)
+    elif name == "catboost":
+        direct = _direct(name, task, base)
+        direct.fit(Xt[fit_rows], y_train[fit_rows], eval_set=valid[0], early_stopping_rounds=3)
     else:
         direct = _direct(name, task, base, early_stopping_rounds=3)
         direct.fit(Xt[fit_rows], y_train[fit_rows], eval_set=valid, verbose=False)
     assert stopping["best_iteration"] == KINDS[name].stages.count(model.pipeline[-1])  # type: ignore[union-attr]
     X = np.asarray(data.X, dtype=float)
     np.testing.assert_allclose(
-        np.asarray(model.pipeline.predict(data.X), dtype=float), direct.predict(X), atol=1e-9
+        np.asarray(model.pipeline.predict(data.X), dtype=float),
+        np.asarray(direct.predict(X), dtype=float),
+        atol=1e-9,
     )
 
 
@@ -197,7 +238,7 @@ def test_early_stopping_validates_on_rows_carved_from_the_training_rows(
 def test_progress_counts_rounds_and_a_cancel_stops_at_the_next_round(name: str) -> None:
     data = training_data("wine")
     spec = resolve_ensemble(
-        parse_estimator_spec({"kind": name, "params": {"n_estimators": 5000}}), "classification"
+        parse_estimator_spec({"kind": name, "params": {SIZE[name]: 5000}}), "classification"
     )
     cancel = threading.Event()
     seen: list[tuple[int, int]] = []
@@ -244,6 +285,14 @@ def test_the_version_records_the_staged_curve_importances_and_no_members(name: s
         ({"kind": "lightgbm", "params": {"objective": "binary"}}, "regression", "objective"),
         ({"kind": "lightgbm", "params": {"alpha": 0.5}}, "classification", "alpha"),
         ({"kind": "xgboost", "params": {"validation_fraction": 1.0}}, "regression", None),
+        ({"kind": "catboost", "params": {"n_estimators": 10}}, "regression", "n_estimators"),
+        ({"kind": "catboost", "params": {"depth": 17}}, "classification", "depth"),
+        ({"kind": "catboost", "params": {"l2_leaf_reg": -1}}, "regression", "l2_leaf_reg"),
+        ({"kind": "catboost", "params": {"learning_rate": 0}}, "regression", "learning_rate"),
+        ({"kind": "catboost", "params": {"loss_function": "MAE"}}, "classification", None),
+        ({"kind": "catboost", "params": {"loss_function": "Logloss"}}, "regression", None),
+        ({"kind": "catboost", "params": {"delta": 2.0}}, "classification", "delta"),
+        ({"kind": "catboost", "params": {"alpha": 1.0}}, "regression", "alpha"),
     ],
 )
 def test_parameters_are_checked_at_submit_with_their_path(
@@ -263,6 +312,8 @@ def test_the_catalog_gives_a_json_schema_and_the_extra() -> None:
         schema = entry["params"]["regression"]
         assert schema["additionalProperties"] is False
         assert schema["properties"]["early_stopping_rounds"]["default"] is None
+    cat_loss = entries["catboost"]["params"]["regression"]["properties"]["loss_function"]
+    assert cat_loss["enum"] == ["RMSE", "MAE", "Huber", "Quantile"]
     lgb_objective = entries["lightgbm"]["params"]["regression"]["properties"]["objective"]
     assert lgb_objective["enum"] == ["l2", "l1", "huber", "quantile"]
 
@@ -317,6 +368,47 @@ NESTED = [
         },
         id="lightgbm-in-ensemble-selection",
     ),
+    pytest.param(
+        {
+            "kind": "bagging",
+            "params": {"n_estimators": 3},
+            "estimator": {"kind": "catboost", "params": {"iterations": 20, "depth": 3}},
+        },
+        id="catboost-in-bagging",
+    ),
+    pytest.param(
+        {
+            "kind": "voting",
+            "params": {"voting": "soft"},
+            "estimators": [
+                {"name": "cat", "kind": "catboost", "params": {"iterations": 20}},
+                {"name": "tree", "kind": "decision_tree", "params": {"max_depth": 3}},
+            ],
+        },
+        id="catboost-in-voting",
+    ),
+    pytest.param(
+        {
+            "kind": "stacking",
+            "params": {"cv": 3},
+            "estimators": [
+                {"name": "cat", "kind": "catboost", "params": {"iterations": 20}},
+                {"name": "tree", "kind": "decision_tree", "params": {"max_depth": 3}},
+            ],
+        },
+        id="catboost-in-stacking",
+    ),
+    pytest.param(
+        {
+            "kind": "ensemble_selection",
+            "params": {"cv": 3, "max_steps": 4},
+            "estimators": [
+                {"name": "cat", "kind": "catboost", "params": {"iterations": 20}},
+                {"name": "tree", "kind": "decision_tree", "params": {"max_depth": 3}},
+            ],
+        },
+        id="catboost-in-ensemble-selection",
+    ),
 ]
 
 
@@ -333,18 +425,21 @@ def test_a_library_kind_is_a_member_anywhere(raw: dict[str, Any]) -> None:
     np.testing.assert_array_equal(answer.predictions, model.pipeline.predict(data.X))
 
 
-def test_a_kind_whose_library_is_missing_is_listed_and_refused_naming_the_extra() -> None:
+@pytest.mark.parametrize("name", ["lightgbm", "catboost"])
+def test_a_kind_whose_library_is_missing_is_listed_and_refused_naming_the_extra(
+    name: str,
+) -> None:
     script = (
         "import sys\n"
-        "sys.modules['lightgbm'] = None\n"  # the import fails as if it were not installed
+        f"sys.modules['{name}'] = None\n"  # the import fails as if it were not installed
         "from ensembles.catalog import catalog_document\n"
         "from ensembles.errors import SpecError\n"
         "from ensembles.specs import parse_estimator_spec\n"
         "from ensembles.validation import resolve_ensemble\n"
         "entries = {e['kind']: e for e in catalog_document()['ensemble_kinds']}\n"
-        "assert entries['lightgbm']['library']['installed'] is False\n"
+        f"assert entries['{name}']['library']['installed'] is False\n"
         "try:\n"
-        "    resolve_ensemble(parse_estimator_spec({'kind': 'lightgbm'}), 'regression')\n"
+        f"    resolve_ensemble(parse_estimator_spec({{'kind': '{name}'}}), 'regression')\n"
         "except SpecError as exc:\n"
         "    [p] = exc.problems\n"
         "    print(p.loc, p.msg)\n"
@@ -366,7 +461,7 @@ def test_cross_validation_and_bias_variance_refit_the_library_kind(name: str) ->
     """The folds and bootstrap rounds are fitted as training fits (early stopping too);
     bias-variance's single tree takes only the parameters a tree accepts (LightGBM's
     max_depth -1 is not one)."""
-    params = {"n_estimators": 30, "early_stopping_rounds": 3}
+    params = {SIZE[name]: 30, "early_stopping_rounds": 3}
     spec = resolve_ensemble(parse_estimator_spec({"kind": name, "params": params}), "regression")
     evaluation = EvaluationSpec.model_validate(
         {"holdout_fraction": 0.25, "cv_folds": 3, "bias_variance": {"rounds": 3}}
@@ -389,15 +484,110 @@ def test_the_staged_answers_are_the_librarys_after_k_rounds(name: str, dataset: 
     marks = [1, 2, 7, 15]
     staged = KINDS[name].stages.predict(stored, Xt, marks)  # type: ignore[union-attr]
     for k, answer in zip(marks, staged, strict=True):
-        expected = (
-            stored.predict(Xt, num_iteration=k)
-            if name == "lightgbm"
-            else stored.predict(Xt, iteration_range=(0, k))
-        )
+        if name == "lightgbm":
+            expected = stored.predict(Xt, num_iteration=k)
+        elif name == "xgboost":
+            expected = stored.predict(Xt, iteration_range=(0, k))
+        else:
+            expected = _labels(stored.predict(Xt, ntree_end=k))
         if task == "classification":
             np.testing.assert_array_equal(answer, expected)
         else:
             np.testing.assert_allclose(answer, expected, rtol=0, atol=1e-9)
+
+
+LOSSES = [
+    ({"loss_function": "RMSE"}, "RMSE"),
+    ({"loss_function": "MAE"}, "MAE"),
+    ({"loss_function": "Huber", "delta": 2.5}, "Huber:delta=2.5"),
+    ({"loss_function": "Quantile", "alpha": 0.8}, "Quantile:alpha=0.8"),
+]
+
+
+@pytest.mark.parametrize(("params", "loss"), LOSSES, ids=[loss for _, loss in LOSSES])
+def test_catboost_regression_losses_reach_it_with_their_parameter(
+    params: dict[str, Any], loss: str
+) -> None:
+    data, model = _train("catboost", "regression", {**PARAMS["catboost"], **params})
+    stored = model.pipeline[-1]
+    assert stored.get_params()["loss_function"] == loss
+    X_train, y_train = _train_rows(data, "regression")
+    direct = _direct("catboost", "regression", {**PARAMS["catboost"], "loss_function": loss})
+    direct.fit(np.asarray(X_train, dtype=float), y_train)
+    Xt = np.asarray(data.X, dtype=float)
+    np.testing.assert_allclose(model.pipeline.predict(data.X), direct.predict(Xt), atol=1e-9)
+
+
+def test_catboost_is_the_same_model_whatever_its_thread_count() -> None:
+    """CatBoost is deterministic for a seed whatever its threads: the service's fit (the
+    job's threads) equals a direct fit in one thread, bit for bit."""
+    data, model = _train("catboost", "classification", PARAMS["catboost"])
+    X_train, y_train = _train_rows(data, "classification")
+    direct = _direct("catboost", "classification", PARAMS["catboost"], threads=1)
+    direct.fit(np.asarray(X_train, dtype=float), y_train)
+    Xt = np.asarray(data.X, dtype=float)
+    np.testing.assert_array_equal(model.pipeline.predict_proba(data.X), direct.predict_proba(Xt))
+
+
+def test_catboost_writes_nothing_into_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """CatBoost writes catboost_info/ into the working directory unless told not to."""
+    monkeypatch.chdir(tmp_path)
+    params = {**PARAMS["catboost"], "early_stopping_rounds": 3}
+    _train("catboost", "classification", params)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("raw", "loc"),
+    [
+        (
+            {
+                "kind": "voting",
+                "params": {"voting": "hard"},
+                "estimators": [
+                    {"name": "cat", "kind": "catboost"},
+                    {"name": "tree", "kind": "decision_tree"},
+                ],
+            },
+            ("ensemble", "estimators", 0, "kind"),
+        ),
+        (
+            {"kind": "adaboost", "params": {"n_estimators": 5}, "estimator": {"kind": "catboost"}},
+            ("ensemble", "estimator", "kind"),
+        ),
+    ],
+    ids=["hard-voting", "adaboost"],
+)
+def test_catboost_is_refused_where_its_labels_are_counted(
+    raw: dict[str, Any], loc: tuple[Any, ...]
+) -> None:
+    """Its multiclass predict answers a column: scikit-learn's hard voting and AdaBoost,
+    which count members' labels, would fail the job; refused at submit instead."""
+    with pytest.raises(SpecError) as caught:
+        resolve_ensemble(parse_estimator_spec(raw), "classification")
+    [problem] = caught.value.problems
+    assert problem.loc == loc
+    assert "'catboost' answers its labels as a column" in problem.msg
+    regression = {**raw, "params": {k: v for k, v in raw["params"].items() if k != "voting"}}
+    resolve_ensemble(parse_estimator_spec(regression), "regression")  # a vector of values
+
+
+def test_catboost_multiclass_folds_and_bias_variance_read_its_labels_as_a_vector() -> None:
+    """Its multiclass predict answers a column: the out-of-fold and bias-variance labels
+    are read flat (predicted_labels), not as lists."""
+    params = {"iterations": 20, "early_stopping_rounds": 3}
+    spec = resolve_ensemble(
+        parse_estimator_spec({"kind": "catboost", "params": params}), "classification"
+    )
+    evaluation = EvaluationSpec.model_validate(
+        {"holdout_fraction": 0.25, "cv_folds": 3, "bias_variance": {"rounds": 3}}
+    )
+    model = train(training_data("wine"), spec, evaluation, RS)
+    assert model.metrics.cv is not None and model.metrics.cv["accuracy"] > 0.8
+    assert model.metrics.bias_variance is not None
+    assert model.metrics.bias_variance["ensemble"]["loss"] < 0.3
 
 
 def test_early_stopping_keeps_every_class_in_the_rows_it_fits_on() -> None:
