@@ -216,7 +216,7 @@ def _pipeline_kinds(pipeline: BaseEstimator | None) -> list[Kind]:
     if pipeline is None:
         return []
     parts = [pipeline, *pipeline.get_params(deep=True).values()]
-    kinds = [kind_of(p) for p in parts if isinstance(p, BaseEstimator)]
+    kinds = [kind_of(p) for p in parts]  # CatBoost's classes are not BaseEstimators
     return [kind for kind in kinds if kind is not None]
 
 

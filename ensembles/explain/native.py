@@ -66,11 +66,20 @@ def catboost_attribution(estimator: Any, Xt: NDArray[Any], output: Output) -> At
 
 
 def _pool(estimator: Any, Xt: NDArray[Any]) -> Any:
-    return import_module("catboost").Pool(Xt)
+    """The rows as CatBoost read them in training: its categorical columns as integer
+    codes (explanations get the encoded rows as floats, which CatBoost refuses there)."""
+    categorical = list(estimator.get_cat_feature_indices())
+    if not categorical:
+        return import_module("catboost").Pool(Xt)
+    rows = np.asarray(Xt, dtype=object)
+    for column in categorical:
+        rows[:, column] = np.asarray(Xt[:, column], dtype=np.float64).astype(np.int64)
+    return import_module("catboost").Pool(rows, cat_features=categorical)
 
 
 def catboost_margin(estimator: Any, Xt: NDArray[Any]) -> FloatArray:
-    margin = np.asarray(estimator.predict(Xt, prediction_type="RawFormulaVal"), np.float64)
+    raw = estimator.predict(_pool(estimator, Xt), prediction_type="RawFormulaVal")
+    margin = np.asarray(raw, np.float64)
     return margin.reshape(len(Xt), -1)
 
 

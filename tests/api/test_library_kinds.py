@@ -109,6 +109,15 @@ async def test_catboost_with_categories_and_early_stopping_is_trained_and_served
     response = await api.predict("cat", 1, unseen)
     assert response.status_code == 200, response.text
     assert any("'huge' at row 0" in w for w in response.json()["warnings"]), response.text
+    # CatBoost's own TreeSHAP, its categorical column read as the codes it trained on.
+    assert version["metrics"]["explanations"]["mean_abs"]["setosa"]["petal_band"] >= 0
+    explained = {"instances": records(frame, features)[:5], "options": {"explain": True}}
+    response = await api.predict("cat", 1, explained)
+    assert response.status_code == 200, response.text
+    explanations = response.json()["explanations"]
+    assert (explanations["method"], explanations["exact"]) == ("tree_shap", True)
+    assert explanations["space"] == "margin" and explanations["features"] == features
+    assert explanations["additivity_error"] <= 1e-6
     inputs: list[dict[str, Any]] = [
         {"name": c, "shape": [3, 1], "datatype": "FP64", "data": frame[c][:3].tolist()}
         for c in IRIS_FEATURES
