@@ -113,8 +113,13 @@ async def test_a_version_trained_on_the_cluster_equals_a_local_one(
     assert dask["metrics"]["holdout"] == local["metrics"]["holdout"]
     assert dask["feature_importances"] == local["feature_importances"]
     assert answers[0]["predictions"] == answers[1]["predictions"]
-    np.testing.assert_array_equal(
-        np.asarray(answers[0]["probabilities"]), np.asarray(answers[1]["probabilities"])
+    # Equal models (the figures above are equal to the bit); which engine answers a request
+    # (compiled or the library, by a timed crossover) may differ in the last bit.
+    np.testing.assert_allclose(
+        np.asarray(answers[0]["probabilities"]),
+        np.asarray(answers[1]["probabilities"]),
+        rtol=0,
+        atol=1e-15,
     )
     size = KINDS[ensemble["kind"]].size_param
     assert size is not None
