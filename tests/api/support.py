@@ -15,8 +15,17 @@ IRIS_FEATURES = ["sepal_length", "sepal_width", "petal_length", "petal_width"]
 FINISHED = ("succeeded", "failed", "cancelled")
 
 
-@cache
 def iris_frame() -> pd.DataFrame:
+    """A fresh copy each call: a test that adds a column must not change the next test's."""
+    return _iris_frame().copy()
+
+
+def diabetes_frame() -> pd.DataFrame:
+    return _diabetes_frame().copy()
+
+
+@cache
+def _iris_frame() -> pd.DataFrame:
     bunch = load_iris(as_frame=True)
     frame = bunch.data.copy()
     frame.columns = IRIS_FEATURES
@@ -25,7 +34,7 @@ def iris_frame() -> pd.DataFrame:
 
 
 @cache
-def diabetes_frame() -> pd.DataFrame:
+def _diabetes_frame() -> pd.DataFrame:
     bunch = load_diabetes(as_frame=True)
     frame = bunch.data.copy()
     frame["progression"] = bunch.target.astype(float)
