@@ -78,18 +78,9 @@ class FidelityReport:
         return cls(**known)
 
 
-@dataclass(frozen=True)
-class _Nodes:
-    """One tree's split nodes in the shape shared by ``tree_`` and the histogram predictors."""
-
-    feature: NDArray[np.intp]
-    threshold: FloatArray
-    left: NDArray[np.intp]
-    right: NDArray[np.intp]
-    leaf: NDArray[np.bool_]
-    categorical: NDArray[np.bool_]
-    missing_left: NDArray[np.bool_]
-    float32: bool = True  # compares float32(x) (scikit-learn's trees), else float64
+# One tree's split nodes, as the probes walk them (scikit-learn trees, the histogram
+# predictors and the libraries' boosters alike).
+_Nodes = library_trees.SplitNodes
 
 
 def _trees(estimator: BaseEstimator, columns: NDArray[np.intp] | None = None) -> list[_Nodes]:
@@ -134,7 +125,7 @@ def _library_trees(
         model = library_trees.imported(estimator, library).model
     except (treelite.TreeliteError, NotImplementedError, ValueError, TypeError):
         return []  # the import is refused with its reason where the model is compiled
-    trees = [_Nodes(**vars(t)) for t in library_trees.split_nodes(model)]
+    trees = library_trees.split_nodes(model)
     return trees if columns is None else [_remapped(t, columns) for t in trees]
 
 

@@ -265,7 +265,8 @@ def softmax32(margins: FloatArray) -> FloatArray:
 
 @dataclass(frozen=True)
 class SplitNodes:
-    """One tree's nodes as treelite dumps them, in the arrays the probes walk."""
+    """One tree's split nodes in the arrays the fidelity probes walk: scikit-learn's
+    ``tree_``, the histogram predictors, and the libraries' trees as treelite dumps them."""
 
     feature: NDArray[np.intp]
     threshold: FloatArray
@@ -274,7 +275,7 @@ class SplitNodes:
     leaf: NDArray[np.bool_]
     categorical: NDArray[np.bool_]
     missing_left: NDArray[np.bool_]
-    float32: bool
+    float32: bool = True  # compares float32(x) (scikit-learn's trees), else float64
 
 
 def split_nodes(model: Any) -> list[SplitNodes]:
