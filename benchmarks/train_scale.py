@@ -30,12 +30,14 @@ the same threads (the service's worker uses a thread per CPU); goal: at most 1.1
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
 import json
 import os
 import statistics
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -84,9 +86,18 @@ def through_service(
 ) -> list[tuple[float, float]]:
     """(seconds from submit to visible version, of which ``train()``: fit and metrics),
     ``rounds`` times, on a fresh service."""
+    with scale_service(body, ensemble, **settings) as train_once:
+        return [train_once() for _ in range(rounds)]
+
+
+@contextlib.contextmanager
+def scale_service(
+    body: bytes, ensemble: dict[str, Any], **settings: str
+) -> Iterator[Callable[[], tuple[float, float]]]:
+    """A fresh service with the table uploaded; yields a function that trains the
+    ensemble once and answers (wall s from submit to visible version, train() s)."""
     from service_bench import service
 
-    walls = []
     with tempfile.TemporaryDirectory(prefix="ensemble-train-scale-") as tmp:
         limits = {"ENSEMBLE_MAX_UPLOAD_BYTES": str(len(body) + 1_000_000)}
         with (
@@ -104,9 +115,45 @@ def through_service(
                 "evaluation": {"holdout_fraction": 0.0, "cv_folds": 0},
                 "random_state": SEED,
             }
-            for _ in range(rounds):
-                walls.append(_train(client, request))
-    return walls
+            yield lambda: _train(client, request)
+
+
+def paired(kind: str, rounds: int, rows: int = 200_000, features: int = 20) -> dict[str, Any]:
+    """The 200,000-row case (``service_bench.py --scale``): each round a direct fit, then
+    the same through the service, so every ratio compares two runs made side by side on
+    this shared machine.  ``kind``: ``random_forest`` (100 trees against
+    ``RandomForestClassifier(n_jobs=-1, oob_score=True)``; goal 1.1) or ``lightgbm`` (500
+    rounds against ``LGBMClassifier`` with a thread per CPU; goal 1.15)."""
+    frame = table(rows, features)
+    forest = kind == "random_forest"
+    size = 100 if forest else 500
+    ensemble = forest_spec(size) if forest else lightgbm_spec(size)
+    fit_direct = (
+        (lambda: direct(frame, size, 1)[0])
+        if forest
+        else (lambda: direct_lightgbm(frame, size, 1)[0])
+    )
+    directs, walls, inside = [], [], []
+    with scale_service(parquet(frame), ensemble) as through_service_once:
+        for _ in range(rounds):
+            directs.append(fit_direct())
+            wall, train_s = through_service_once()
+            walls.append(wall)
+            inside.append(train_s)
+            print(
+                f"  {kind} {rows:,} x {features}: direct {directs[-1]:.2f} s, service "
+                f"{wall:.2f} s (train() {train_s:.2f} s), ratio {wall / directs[-1]:.2f}",
+                flush=True,
+            )
+    ratios = [w / d for w, d in zip(walls, directs, strict=True)]
+    return {
+        "model": f"{'random forest 100' if forest else 'LightGBM 500'} ({rows:,} x {features})",
+        "direct_s": directs,
+        "service_s": walls,
+        "train_s": inside,
+        "ratios": ratios,
+        "goal": 1.1 if forest else 1.15,
+    }
 
 
 def _train(client: httpx.Client, request: dict[str, Any]) -> tuple[float, float]:

@@ -26,6 +26,7 @@ from ensembles.catalog import KINDS, Kind, kind_of
 from ensembles.data import TrainingData
 from ensembles.fit_errors import scikit_learn_errors
 from ensembles.kinds import OwnReport
+from ensembles.member_pass import MemberPass, member_pass, shares_pass
 from ensembles.members import predicted_labels
 from ensembles.science import bias_variance, measures
 from ensembles.science.oof import FoldCollector
@@ -76,10 +77,21 @@ class Scores:
     curve: dict[str, Any] | None
     extra: dict[str, Any]  # predicted_vs_actual (regression)
     Xbt: NDArray[Any]  # the rows scored (hold-out, else training), preprocessed
+    # What the diversity measures judge, when the members' pass already answered it.
+    judged: measures.Judged | None = None
 
 
 def score_fit(fit: Fit, rows: Rows, random_state: int, notes: list[str]) -> Scores:
     """Scores on the training and hold-out rows, OOB, the members' own and the curve."""
+    if shares_pass(fit.ensemble, fit.kind.combination, fit.kind.members):
+        Xtt = np.asarray(fit.pipeline[:-1].transform(rows.X_train))
+        if np.array_equal(Xtt, fit.Xt, equal_nan=True):  # else scored as any other kind
+            return _score_by_members(fit, rows, random_state, notes)
+    return _score_each(fit, rows, random_state, notes)
+
+
+def _score_each(fit: Fit, rows: Rows, random_state: int, notes: list[str]) -> Scores:
+    """Each figure by its own predictions."""
     spec, task, classes, pipeline = fit.spec, fit.task, fit.classes, fit.pipeline
     holdout: metrics.Scores | None = None
     with scikit_learn_errors("score this model on its training rows", spec, task, ("ensemble",)):
@@ -114,10 +126,84 @@ def score_fit(fit: Fit, rows: Rows, random_state: int, notes: list[str]) -> Scor
     return Scores(on_train, holdout, oob, members, curve, extra, Xbt)
 
 
+def _score_by_members(fit: Fit, rows: Rows, random_state: int, notes: list[str]) -> Scores:
+    """Forests and the bagging family: the same figures from one pass of the members over
+    the training rows and one over the hold-out rows (:mod:`ensembles.member_pass`)."""
+    spec, task, classes, ensemble = fit.spec, fit.task, fit.classes, fit.ensemble
+    held = rows.X_hold is not None and rows.y_hold is not None
+    with scikit_learn_errors("score this model on its training rows", spec, task, ("ensemble",)):
+        on_rows = _pass(fit, fit.Xt, rows.y_train, oob=True, sample=not held, seed=random_state)
+        on_train = _pass_scores(fit, on_rows, rows.y_train)
+    holdout: metrics.Scores | None = None
+    basis, Xbt, yb, judged = "train", fit.Xt, rows.y_train, on_rows
+    if held:
+        assert rows.X_hold is not None and rows.y_hold is not None
+        with scikit_learn_errors("score this model on the hold-out rows", spec, task, HOLDOUT):
+            Xbt = np.asarray(fit.pipeline[:-1].transform(rows.X_hold))
+            judged = _pass(fit, Xbt, rows.y_hold, oob=False, sample=True, seed=random_state)
+            holdout = _pass_scores(fit, judged, rows.y_hold)
+        basis, yb = "holdout", rows.y_hold
+    else:
+        notes.append("no hold-out set (holdout_fraction = 0)")
+    with scikit_learn_errors("measure this model's members", spec, task, ("ensemble",)):
+        oob, oob_curve = _oob(fit, rows.y_train, notes, on_rows.oob_tallies())
+        members, _ = metrics.member_scores(
+            ensemble, Xbt, yb, task, classes, basis, walk=fit.kind.members,
+            primaries=judged.primaries,
+        )  # fmt: skip
+        curve = _curve(fit.kind, ensemble, oob_curve, Xbt, yb, task, basis, notes)
+    extra: dict[str, Any] = {}
+    if task == "regression":
+        extra["predicted_vs_actual"] = metrics.prediction_pairs(
+            yb, judged.combined, basis, random_state
+        )
+    outputs = _judged(fit, judged, yb, held)
+    return Scores(on_train, holdout, oob, members, curve, extra, Xbt, outputs)
+
+
+def _judged(fit: Fit, answered: MemberPass, y: NDArray[Any], held: bool) -> measures.Judged | None:
+    """What the diversity measures judge, from a pass: the sampled members' outputs on
+    hold-out rows (with the ensemble's answer there), else on their OOB rows."""
+    if answered.sampled is None:
+        return None
+    chosen = slice(None) if answered.sample is None else answered.sample
+    if not held:
+        return "oob", answered.sampled, y[chosen], None
+    answer = (
+        answered.combined
+        if fit.task == "regression"
+        else answered.labels(np.asarray(fit.ensemble.classes_))
+    )
+    return "holdout", answered.sampled, y[chosen], answer[chosen]
+
+
+def _pass(
+    fit: Fit, X: NDArray[Any], y: NDArray[Any], *, oob: bool, sample: bool, seed: int
+) -> MemberPass:
+    """The members once over ``X``; ``sample``: keep the outputs diversity judges."""
+    rows = measures.sample_rows(len(y), seed) if sample else None
+    return member_pass(
+        fit.ensemble, X, y, fit.task, fit.classes, oob=oob, sample=rows,
+        max_sampled=measures.MAX_MEMBERS if sample else 0,
+    )  # fmt: skip
+
+
+def _pass_scores(fit: Fit, answered: MemberPass, y: NDArray[Any]) -> metrics.Scores:
+    """The API's scores of the ensemble's answer in a pass (``_evaluate``'s figures)."""
+    if fit.task == "regression":
+        return metrics.score(fit.task, y, answered.combined)
+    labels = answered.labels(np.asarray(fit.ensemble.classes_))
+    return metrics.score(fit.task, y, labels, answered.combined, fit.classes)
+
+
 def _oob(
-    fit: Fit, y_train: NDArray[Any], notes: list[str]
+    fit: Fit,
+    y_train: NDArray[Any],
+    notes: list[str],
+    tallied: metrics.OobTallies | None = None,
 ) -> tuple[metrics.Scores | None, list[dict[str, Any]]]:
-    """The OOB scores and curve: the own algorithm's sums, else the members' OOB rows."""
+    """The OOB scores and curve: the own algorithm's sums, else the members' OOB rows
+    (``tallied``: as a pass over them counted them)."""
     own, kind, task, classes = fit.own, fit.kind, fit.task, fit.classes
     if own is not None and own.oob_sums is not None and own.oob_counts is not None:
         oob = metrics.oob_from_sums(own.oob_sums, own.oob_counts, y_train, task, classes)
@@ -125,7 +211,7 @@ def _oob(
         oob_curve = metrics.thinned(own.oob_points)
     else:
         oob, reason, oob_curve = metrics.oob_scores(
-            fit.ensemble, fit.Xt, y_train, task, classes, source=kind.oob
+            fit.ensemble, fit.Xt, y_train, task, classes, source=kind.oob, tallied=tallied
         )
     if reason and own is not None and own.oob_sums is None:
         reason = "its members are measured out of fold instead (metrics.selection)"
@@ -197,6 +283,7 @@ def measure_science(
             Xht=scores.Xbt if rows.X_hold is not None else None,
             y_hold=rows.y_hold,
             oob=scores.oob,
+            judged=scores.judged,
             cv_folds=collector.result(cv_splitter(task, evaluation, random_state))
             if collector
             else None,

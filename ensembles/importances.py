@@ -45,7 +45,7 @@ def _raw_importances(ensemble: BaseEstimator, kind: Kind) -> NDArray[np.float64]
 
 def _members_importances(ensemble: BaseEstimator) -> NDArray[np.float64] | None:
     total = np.zeros(ensemble.n_features_in_)
-    for member in members_of(ensemble):
+    for member in members_of(ensemble, with_samples=False):  # their rows are not needed
         member_values = getattr(member.estimator, "feature_importances_", None)
         if member_values is None:
             return None

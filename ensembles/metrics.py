@@ -37,6 +37,8 @@ T = TypeVar("T")
 R = TypeVar("R")
 MAX_PAIRS = 500  # actual/predicted pairs kept for a regression's plots (a seeded sample)
 Scores = dict[str, Any]
+# Per-row OOB sums and counts, and the OOB curve, as one pass over the members made them.
+OobTallies = tuple[FloatArray, NDArray[np.int64], list[dict[str, Any]]]
 
 
 def primary_metric(task: Task) -> str:
@@ -139,41 +141,30 @@ def oob_scores(
     classes: Sequence[Any],
     *,
     source: OobSource,
+    tallied: OobTallies | None = None,
 ) -> tuple[Scores | None, str | None, list[dict[str, Any]]]:
     """OOB figures (or None and the reason they do not exist) and the OOB score curve.
 
     One pass over the members serves both: each member predicts its out-of-bag rows once,
     summed in member order exactly as scikit-learn's bagging sums them; forests
     (``source="forest"``) use scikit-learn's own OOB figures for the final value.
+    ``tallied``: those sums, counts and curve, already made by a pass over the members
+    (:mod:`ensembles.member_pass`).
     """
     if source == "stages":
         if ensemble.subsample >= 1.0:
             return None, "gradient boosting leaves no rows out (subsample = 1)", []
         losses = [float(v) for v in ensemble.oob_scores_]
         return {"loss": float(ensemble.oob_score_), "loss_curve": losses}, None, []
-    drawn = members_of(ensemble) if source in ("members", "forest") else []
-    members = [m for m in drawn if m.samples is not None]
-    if not members:
-        return None, f"{type(ensemble).__name__} leaves no rows out of its members' training", []
-    n = len(y)
+    if tallied is None:
+        drawn = members_of(ensemble) if source in ("members", "forest") else []
+        members = [m for m in drawn if m.samples is not None]
+        if not members:
+            reason = f"{type(ensemble).__name__} leaves no rows out of its members' training"
+            return None, reason, []
+        tallied = _oob_tallies(members, Xt, y, task, classes)
+    sums, counts, curve = tallied
     labels = np.asarray(classes, dtype=object)
-    codes = class_codes(y, classes) if task == "classification" else None
-    marks = set(_checkpoints(len(members)))
-    curve: list[dict[str, Any]] = []
-    sums: FloatArray = np.zeros(n)
-    counts: NDArray[np.int64] = np.zeros(n, dtype=np.int64)
-    for i, (sums, counts) in enumerate(_accumulate_oob(members, Xt, task, len(classes)), start=1):
-        if i in marks and counts.any():
-            scored = counts > 0
-            if codes is not None:
-                value = np.mean(codes[scored] == np.argmax(sums[scored], axis=1))
-            else:
-                value = (
-                    skm.r2_score(y[scored], sums[scored] / counts[scored])
-                    if scored.sum() > 1
-                    else np.nan
-                )
-            curve.append({"n_estimators": i, "score": _num(value), "n_scored": int(scored.sum())})
     scored = counts > 0
     if not scored.any():
         return None, "every member was trained on every row (no row is out of bag)", []
@@ -190,6 +181,39 @@ def oob_scores(
         out = score(task, y[scored], values[scored])
     out["n_scored"] = int(scored.sum())
     return out, None, curve
+
+
+def _oob_tallies(
+    members: list[Member], Xt: FloatArray, y: NDArray[Any], task: Task, classes: Sequence[Any]
+) -> OobTallies:
+    """The OOB sums, counts and curve of ``members`` (those that drew samples)."""
+    codes = class_codes(y, classes) if task == "classification" else None
+    marks = set(checkpoints(len(members)))
+    curve: list[dict[str, Any]] = []
+    sums: FloatArray = np.zeros(len(y))
+    counts: NDArray[np.int64] = np.zeros(len(y), dtype=np.int64)
+    for i, (sums, counts) in enumerate(_accumulate_oob(members, Xt, task, len(classes)), start=1):
+        if i in marks and counts.any():
+            curve.append(oob_point(i, sums, counts, y, codes))
+    return sums, counts, curve
+
+
+def oob_point(
+    i: int,
+    sums: FloatArray,
+    counts: NDArray[np.int64],
+    y: NDArray[Any],
+    codes: NDArray[np.intp] | None,
+) -> dict[str, Any]:
+    """The OOB curve's point after ``i`` members: the score of the rows scored so far."""
+    scored = counts > 0
+    if codes is not None:
+        value = np.mean(codes[scored] == np.argmax(sums[scored], axis=1))
+    else:
+        value = (
+            skm.r2_score(y[scored], sums[scored] / counts[scored]) if scored.sum() > 1 else np.nan
+        )
+    return {"n_estimators": i, "score": _num(value), "n_scored": int(scored.sum())}
 
 
 def oob_from_sums(
@@ -223,7 +247,7 @@ def oob_from_sums(
 def thinned(points: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """A curve's points (one per member, ``n_estimators`` from 1) at no more than
     MAX_CURVE_POINTS checkpoints."""
-    marks = set(_checkpoints(len(points)))
+    marks = set(checkpoints(len(points)))
     return [p for p in points if p["n_estimators"] in marks]
 
 
@@ -252,11 +276,11 @@ def _accumulate_oob(
 
     # Members predict a batch at a time on the threads allowed (trees release the GIL);
     # the sums still grow in member order, so every figure is as if done one by one.
-    batch = 4 * _threads()
+    batch = 4 * threads()
     for start in range(0, len(members), batch):
         for m, out in zip(
             members[start : start + batch],
-            _each(predicted, members[start : start + batch]),
+            each(predicted, members[start : start + batch]),
             strict=True,
         ):
             if out is not None:
@@ -269,17 +293,17 @@ def _accumulate_oob(
             yield sums, counts
 
 
-def _threads() -> int:
+def threads() -> int:
     """Threads allowed by the caller's joblib context (training sets one; else 1)."""
     return max(1, int(joblib.effective_n_jobs()))
 
 
-def _each(fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
+def each(fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
     """``fn`` over ``items`` in order, on the threads allowed."""
-    threads = min(_threads(), len(items))
-    if threads <= 1:
+    allowed = min(threads(), len(items))
+    if allowed <= 1:
         return [fn(item) for item in items]
-    with ThreadPoolExecutor(threads) as pool:
+    with ThreadPoolExecutor(allowed) as pool:
         return list(pool.map(fn, items))
 
 
@@ -293,14 +317,14 @@ def staged_curve(
     """Score after each boosting stage (sampled to at most MAX_CURVE_POINTS points); a
     library's model through its own staged prediction (``stages``), at the checkpoints."""
     if stages is not None:
-        marks = _checkpoints(stages.count(ensemble))
+        marks = checkpoints(stages.count(ensemble))
         staged_at = list(zip(marks, stages.predict(ensemble, Xt, marks), strict=True))
     else:
         staged = getattr(ensemble, "staged_predict", None)
         if staged is None:
             return []
         preds = list(staged(Xt))
-        kept = set(_checkpoints(len(preds)))
+        kept = set(checkpoints(len(preds)))
         staged_at = [(i, p) for i, p in enumerate(preds, start=1) if i in kept]
     points = []
     for i, staged_pred in staged_at:
@@ -310,7 +334,7 @@ def staged_curve(
     return points
 
 
-def _checkpoints(total: int) -> list[int]:
+def checkpoints(total: int) -> list[int]:
     if total <= MAX_CURVE_POINTS:
         return list(range(1, total + 1))
     return sorted({round(total * j / MAX_CURVE_POINTS) for j in range(1, MAX_CURVE_POINTS + 1)})
@@ -328,8 +352,10 @@ def member_scores(
     basis: str,
     *,
     walk: MemberWalk,
+    primaries: list[float | None] | None = None,
 ) -> tuple[list[dict[str, Any]], str | None]:
-    """Each named member's own score, or min/mean/max over a homogeneous ensemble's members."""
+    """Each named member's own score, or min/mean/max over a homogeneous ensemble's members
+    (``primaries``: their scores, already measured by a pass over them)."""
     metric = primary_metric(task)
     labels = np.asarray(classes, dtype=object)
     if walk == "named":
@@ -341,16 +367,20 @@ def member_scores(
             out.append({"name": name, basis: _member_score(m, Xt, y, task, labels)})
         return out, None
     # Homogeneous ensembles can have thousands of members: only the primary metric, in numpy.
-    members = members_of(ensemble) if walk in ("bagged", "trees", "bites") else []
+    if primaries is not None:
+        return [_spread("members", basis, metric, primaries)], None
+    members = (
+        members_of(ensemble, with_samples=False) if walk in ("bagged", "trees", "bites") else []
+    )
     if members:
         if task == "regression":
-            values = _each(lambda m: _primary(task, y, member_values(m, Xt)), members)
+            values = each(lambda m: primary(task, y, member_values(m, Xt)), members)
         else:
             codes = class_codes(y, classes)
-            values = _each(lambda m: _primary(task, codes, member_class_indices(m, Xt)), members)
+            values = each(lambda m: primary(task, codes, member_class_indices(m, Xt)), members)
         return [_spread("members", basis, metric, values)], None
     if walk == "boosted":  # AdaBoost: members predict raw labels
-        values = [_primary(task, y, np.asarray(est.predict(Xt))) for est in ensemble.estimators_]
+        values = [primary(task, y, np.asarray(est.predict(Xt))) for est in ensemble.estimators_]
         return [_spread("members", basis, metric, values)], None
     return [], f"{type(ensemble).__name__} members are not predictors of their own"
 
@@ -367,7 +397,7 @@ def _member_score(
     return score(task, y, pred, proba, list(labels))
 
 
-def _primary(task: Task, y: NDArray[Any], pred: NDArray[Any]) -> float | None:
+def primary(task: Task, y: NDArray[Any], pred: NDArray[Any]) -> float | None:
     """Accuracy or r2, computed directly (scikit-learn's checks cost more than the sum)."""
     if task == "classification":
         return float(np.mean(pred == y))

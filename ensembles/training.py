@@ -388,5 +388,5 @@ def _voting(ensemble: BaseEstimator, kind: Kind, spec: EstimatorSpec, task: Task
     fitted = getattr(ensemble, "voting", None)  # a VotingClassifier an own kind became
     if fitted in ("hard", "soft"):
         return "soft" if fitted == "soft" else "hard"
-    members = members_of(ensemble)
+    members = members_of(ensemble, with_samples=False)
     return "soft" if members and hasattr(members[0].estimator, "predict_proba") else "hard"

@@ -31,6 +31,10 @@ from ensembles.tasks import Task
 MAX_ROWS = 2_000
 MAX_MEMBERS = 200
 
+# Where members are judged ("holdout", "oob" or "oof"), their outputs there, the rows'
+# targets and the ensemble's answer on them (None: not on these rows).
+Judged = tuple[str, MemberOutputs, NDArray[Any], NDArray[Any] | None]
+
 
 @dataclass
 class Evidence:
@@ -48,9 +52,12 @@ class Evidence:
     oob: dict[str, Any] | None
     cv_folds: OutOfFold | None  # out-of-fold predictions of training's cross-validation
     random_state: int
+    # The members' outputs training already has on the rows judged (hold-out, else OOB):
+    # a pass of forests' and bagging's members (ensembles.member_pass); None: ask them.
+    judged: Judged | None = None
 
 
-def _sample(n: int, random_state: int) -> NDArray[np.intp] | None:
+def sample_rows(n: int, random_state: int) -> NDArray[np.intp] | None:
     if n <= MAX_ROWS:
         return None
     rng = np.random.RandomState(random_state)
@@ -153,14 +160,13 @@ def _combination(ev: Evidence, weighted: bool) -> str:
     return "mean: the members' mean, as the model combines them"
 
 
-Judged = tuple[str, MemberOutputs, NDArray[Any], NDArray[Any] | None]
-
-
 def _judged_outputs(ev: Evidence, folds: OutOfFold | None) -> Judged | str:
     """Members' outputs on rows they did not train on: hold-out, else OOB, else OOF."""
+    if ev.judged is not None:
+        return ev.judged
     ensemble = ev.pipeline[-1]
     if ev.Xht is not None and ev.y_hold is not None:
-        rows = _sample(len(ev.y_hold), ev.random_state)
+        rows = sample_rows(len(ev.y_hold), ev.random_state)
         outputs = member_outputs(
             ensemble, ev.Xht, ev.task, out_of_bag=False, max_members=MAX_MEMBERS, rows=rows
         )
@@ -169,7 +175,7 @@ def _judged_outputs(ev: Evidence, folds: OutOfFold | None) -> Judged | str:
         X = ev.Xht if rows is None else ev.Xht[rows]
         y = ev.y_hold if rows is None else ev.y_hold[rows]
         return "holdout", outputs, y, np.asarray(ensemble.predict(X))
-    rows = _sample(len(ev.y_train), ev.random_state)
+    rows = sample_rows(len(ev.y_train), ev.random_state)
     outputs = member_outputs(
         ensemble, ev.Xt, ev.task, out_of_bag=True, max_members=MAX_MEMBERS, rows=rows
     )

@@ -1,0 +1,228 @@
+"""One pass of a mean-combining ensemble's members over a set of rows, for every figure
+measured on those rows.
+
+Forests and the bagging family answer with their members' mean (``combination ==
+"mean"``).  After the fit each member is asked once per set of rows, and everything
+measured there comes from those answers: the ensemble's own answer (the members' sum in
+member order divided by their number: scikit-learn's ``predict_proba`` / ``predict`` with
+one job, bit for bit), each member's own score, the out-of-bag tallies and curve, and the
+members' outputs the diversity measures sample.  On 200,000 rows a forest was otherwise
+walked three times over (the ensemble, the OOB curve, the members' scores): see
+docs/performance.md, "Training at scale".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+from sklearn.base import BaseEstimator
+from sklearn.tree import BaseDecisionTree
+
+from ensembles import metrics
+from ensembles.members import (
+    FloatArray,
+    Member,
+    member_class_indices,
+    member_probabilities,
+    member_values,
+    members_of,
+    oob_mask,
+)
+from ensembles.science.outputs import MemberOutputs
+from ensembles.tasks import Task
+
+
+@dataclass
+class OobTally:
+    """Per-row OOB sums (probabilities, votes or values) and counts over the members that
+    drew samples, and the OOB curve at the checkpoints (``metrics.oob_scores``)."""
+
+    sums: FloatArray
+    counts: NDArray[np.int64]
+    curve: list[dict[str, Any]] = field(default_factory=list)
+    drawn: int = 0  # members that drew samples (the curve's ``n_estimators`` counts them)
+    seen: int = 0  # of which tallied so far
+
+
+@dataclass
+class MemberPass:
+    """What the members answered on one set of rows."""
+
+    combined: FloatArray  # the ensemble's probabilities (classification) or values
+    primaries: list[float | None]  # each member's accuracy or r2 on these rows
+    oob: OobTally | None  # when the rows are the training rows and asked for
+    sampled: MemberOutputs | None  # the diversity measures' members on the sampled rows
+    sample: NDArray[np.intp] | None  # those rows (None: every row)
+
+    def oob_tallies(self) -> metrics.OobTallies | None:
+        """The OOB sums, counts and curve (None: no member drew samples)."""
+        if self.oob is None or not self.oob.drawn:
+            return None
+        return self.oob.sums, self.oob.counts, self.oob.curve
+
+    def labels(self, classes: NDArray[Any]) -> NDArray[Any]:
+        """The ensemble's labels: the first maximum of its probabilities, as its predict."""
+        return classes.take(np.argmax(self.combined, axis=1), axis=0)
+
+
+@dataclass(frozen=True)
+class _Answer:
+    """One member on the rows: its probabilities (None: it votes) and class indices, or
+    its values; its own score; its outputs on the sampled rows."""
+
+    proba: FloatArray | None
+    codes: NDArray[np.int64] | None
+    values: FloatArray | None
+    primary: float | None
+    sampled: NDArray[Any]
+
+
+def shares_pass(ensemble: BaseEstimator, combination: str, walk: str) -> bool:
+    """Whether the figures of this ensemble come from one pass: forests and the bagging
+    family (their answer is the members' mean, their members are walked here)."""
+    if combination != "mean" or walk not in ("bagged", "trees"):
+        return False
+    return bool(members_of(ensemble, with_samples=False))
+
+
+def member_pass(
+    ensemble: BaseEstimator,
+    X: FloatArray,
+    y: NDArray[Any],
+    task: Task,
+    classes: Sequence[Any],
+    *,
+    oob: bool,
+    sample: NDArray[np.intp] | None,
+    max_sampled: int,
+) -> MemberPass:
+    """Every member once over ``X`` (on the threads joblib allows), summed in member order.
+
+    ``oob``: ``X`` are the training rows in fitting order; tally each member's rows out of
+    its sample.  ``sample``: the rows the diversity measures judge (None: all), for the
+    first ``max_sampled`` members (with ``oob``: of those that left some row out).
+    """
+    members = members_of(ensemble, with_samples=oob)
+    n, k = X.shape[0], len(classes)
+    codes = metrics.class_codes(y, classes) if task == "classification" else None
+    chosen = np.arange(n) if sample is None else sample
+    total = np.zeros((n, k)) if task == "classification" else np.zeros(n)
+    tally = _tally(members, n, task, k) if oob else None
+    marks = set(metrics.checkpoints(tally.drawn)) if tally is not None else set()
+    primaries: list[float | None] = []
+    kept: list[tuple[Member, NDArray[Any], NDArray[np.bool_]]] = []
+    for m, answer in _answers(members, _rows_for(members, X), task, k, y, codes, chosen):
+        _add(total, answer)
+        primaries.append(answer.primary)
+        mask = oob_mask(m, n) if oob else None
+        if tally is not None and m.samples is not None:
+            _add_oob(tally, answer, mask, marks, y, codes)
+        if len(kept) < max_sampled and (not oob or (mask is not None and mask.any())):
+            valid = np.ones(len(chosen), dtype=bool) if mask is None else mask[chosen]
+            kept.append((m, answer.sampled, valid))
+    total /= len(members)
+    return MemberPass(total, primaries, tally, _sampled(kept, len(members)), sample)
+
+
+def _tally(members: list[Member], n: int, task: Task, k: int) -> OobTally:
+    sums = np.zeros((n, k)) if task == "classification" else np.zeros(n)
+    drawn = sum(1 for m in members if m.samples is not None)
+    return OobTally(sums, np.zeros(n, dtype=np.int64), [], drawn)
+
+
+def _rows_for(members: list[Member], X: FloatArray) -> NDArray[Any]:
+    """The rows as the members read them: scikit-learn's trees convert every call's rows
+    to float32, so they are converted once here (the same values)."""
+    if members and all(isinstance(m.estimator, BaseDecisionTree) for m in members):
+        return np.ascontiguousarray(X, dtype=np.float32)
+    return X
+
+
+def _answers(
+    members: list[Member],
+    X: NDArray[Any],
+    task: Task,
+    k: int,
+    y: NDArray[Any],
+    codes: NDArray[np.intp] | None,
+    chosen: NDArray[np.intp],
+) -> Iterator[tuple[Member, _Answer]]:
+    """Each member's answer, in member order, a batch at a time on the threads allowed."""
+
+    def answer(m: Member) -> _Answer:
+        if task == "regression":
+            values = member_values(m, X)
+            return _Answer(None, None, values, metrics.primary(task, y, values), values[chosen])
+        proba = member_probabilities(m, X, k) if _has_proba(m) else None
+        member_codes = (
+            np.argmax(proba, axis=1).astype(np.int64)
+            if proba is not None and isinstance(m.estimator, BaseDecisionTree)
+            else member_class_indices(m, X)
+        )  # a tree's predict is the first maximum of its probabilities (scikit-learn's code)
+        assert codes is not None
+        primary = metrics.primary(task, codes, member_codes)
+        return _Answer(proba, member_codes, None, primary, member_codes[chosen])
+
+    batch = 4 * metrics.threads()
+    for start in range(0, len(members), batch):
+        part = members[start : start + batch]
+        yield from zip(part, metrics.each(answer, part), strict=True)
+
+
+def _has_proba(m: Member) -> bool:
+    return hasattr(m.estimator, "predict_proba")
+
+
+def _add(total: FloatArray, answer: _Answer, rows: NDArray[np.bool_] | None = None) -> None:
+    """Add a member's answer (on the rows of ``rows``; None: all) as its ensemble sums it:
+    values, probabilities, or a vote for its class."""
+    if answer.values is not None:
+        if rows is None:
+            total += answer.values
+        else:
+            total[rows] += answer.values[rows]
+    elif answer.proba is not None:
+        if rows is None:
+            total += answer.proba
+        else:
+            total[rows] += answer.proba[rows]
+    else:
+        assert answer.codes is not None
+        picked = np.arange(len(answer.codes)) if rows is None else np.flatnonzero(rows)
+        total[picked, answer.codes[picked]] += 1
+
+
+def _add_oob(
+    tally: OobTally,
+    answer: _Answer,
+    mask: NDArray[np.bool_] | None,
+    marks: set[int],
+    y: NDArray[Any],
+    codes: NDArray[np.intp] | None,
+) -> None:
+    """A member's out-of-bag rows into the tally, and the curve's point at a checkpoint."""
+    if mask is not None and mask.any():
+        tally.counts += mask
+        _add(tally.sums, answer, mask)
+    tally.seen += 1
+    if tally.seen in marks and tally.counts.any():
+        tally.curve.append(metrics.oob_point(tally.seen, tally.sums, tally.counts, y, codes))
+
+
+def _sampled(
+    kept: list[tuple[Member, NDArray[Any], NDArray[np.bool_]]], n_members: int
+) -> MemberOutputs | None:
+    """The diversity measures' members (``science.outputs.member_outputs``'s shape)."""
+    if not kept:
+        return None
+    return MemberOutputs(
+        [m.name for m, _, _ in kept],
+        np.stack([out for _, out, _ in kept]),
+        np.stack([valid for _, _, valid in kept]),
+        np.asarray([m.weight for m, _, _ in kept], dtype=np.float64),
+        n_members,
+    )
