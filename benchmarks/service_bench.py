@@ -33,7 +33,12 @@ and written as JSON to ``benchmarks/results/latest.json`` or ``--json PATH``.
 
     make bench                                   # or:
     .venv/bin/python benchmarks/service_bench.py [--rounds 3] [--seconds 2] [--quick]
-        [--json PATH] [--label TEXT] [--python-loadgen] [--workers N]
+        [--json PATH] [--label TEXT] [--python-loadgen] [--workers N] [--scale]
+    make bench BENCH_ARGS="--only bench-train-scale --scale"   # only the 200,000-row rows
+
+``--scale`` ends the run with training at scale, the 200,000 x 20 case: a 100-tree random
+forest and a 500-round LightGBM, each round a direct fit and then the service, side by
+side (``--training-rounds`` rounds; the ratio of every round, goals 1.1 and 1.15).
     ENSEMBLE_WORKERS=2 make bench                # two server processes
 """
 

@@ -13,8 +13,11 @@ docs/performance.md, "Training at scale".
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any
 
 import numpy as np
@@ -66,7 +69,7 @@ class MemberPass:
 
     def labels(self, classes: NDArray[Any]) -> NDArray[Any]:
         """The ensemble's labels: the first maximum of its probabilities, as its predict."""
-        return classes.take(np.argmax(self.combined, axis=1), axis=0)
+        return np.asarray(classes.take(np.argmax(self.combined, axis=1), axis=0))
 
 
 @dataclass(frozen=True)
@@ -167,10 +170,21 @@ def _answers(
         primary = metrics.primary(task, codes, member_codes)
         return _Answer(proba, member_codes, None, primary, member_codes[chosen])
 
-    batch = 4 * metrics.threads()
-    for start in range(0, len(members), batch):
-        part = members[start : start + batch]
-        yield from zip(part, metrics.each(answer, part), strict=True)
+    threads = metrics.threads()
+    if threads <= 1:
+        yield from ((m, answer(m)) for m in members)
+        return
+    # A few members ahead of the one being summed, so the sums overlap the predictions
+    # and at most that many answers are held at once.
+    with ThreadPoolExecutor(threads) as pool:
+        ahead = iter(members)
+        pending = deque((m, pool.submit(answer, m)) for m in islice(ahead, 2 * threads))
+        while pending:
+            m, future = pending.popleft()
+            following = next(ahead, None)
+            if following is not None:
+                pending.append((following, pool.submit(answer, following)))
+            yield m, future.result()
 
 
 def _has_proba(m: Member) -> bool:
@@ -180,16 +194,10 @@ def _has_proba(m: Member) -> bool:
 def _add(total: FloatArray, answer: _Answer, rows: NDArray[np.bool_] | None = None) -> None:
     """Add a member's answer (on the rows of ``rows``; None: all) as its ensemble sums it:
     values, probabilities, or a vote for its class."""
-    if answer.values is not None:
-        if rows is None:
-            total += answer.values
-        else:
-            total[rows] += answer.values[rows]
-    elif answer.proba is not None:
-        if rows is None:
-            total += answer.proba
-        else:
-            total[rows] += answer.proba[rows]
+    added = answer.values if answer.values is not None else answer.proba
+    if added is not None:
+        where = True if rows is None else rows if added.ndim == 1 else rows[:, np.newaxis]
+        np.add(total, added, out=total, where=where)  # the rows' cells only, in place
     else:
         assert answer.codes is not None
         picked = np.arange(len(answer.codes)) if rows is None else np.flatnonzero(rows)
