@@ -27,6 +27,7 @@ import orjson
 from pydantic import ValidationError
 
 from app.bodies import TableFormat, read_table_body
+from app.json_numbers import read_numeric_columnar
 from app.problems import InvalidRequestError, count_text, validation_problems
 from app.schemas.predictions import PredictOptionsIn, PredictRequest
 from app.services.container import Services
@@ -43,6 +44,7 @@ from ensembles.inference import (
     Servable,
     check_rows,
     check_table,
+    numbers_only,
     prepare,
 )
 from ensembles.registry import VersionRecord
@@ -98,8 +100,35 @@ def _body_response(
     query_options: PredictOptionsIn | None,
     key: str | None,
 ) -> Answer:
-    """A JSON body's whole prediction, synchronously (blocking: a worker thread's job)."""
-    return _response(services, name, ref, _parse(body, query_options), key)
+    """A JSON body's whole prediction, synchronously (blocking: a worker thread's job).
+
+    Columnar numbers are read straight into one float64 matrix (:mod:`app.json_numbers`)
+    and serve a model that takes numbers only; any other body, or a model with string or
+    boolean features (whose messages quote the cells as sent), has the body parsed whole.
+    """
+    request = _numeric_request(body, query_options)
+    if request is None:
+        return _response(services, name, ref, _parse(body, query_options), key)
+    chosen = target(services, name, ref, key)
+    servable = servable_for(services, chosen.record)
+    if not numbers_only(servable.signature):
+        request = _parse(body, query_options)
+    return _checked_response(services, chosen, servable, request)
+
+
+def _numeric_request(body: bytes, query_options: PredictOptionsIn | None) -> PredictRequest | None:
+    """The request of a columnar body of numbers, its rows one matrix; else None."""
+    numbers = read_numeric_columnar(body)
+    if numbers is None:
+        return None
+    raw: dict[str, object] = {"instances": {"columns": numbers.columns, "data": numbers.data}}
+    if numbers.options is not None:
+        raw["options"] = numbers.options
+    try:
+        request = PredictRequest.model_validate(raw)
+    except ValidationError:
+        return None  # the whole body's parse reports it, in the JSON parser's own words
+    return _with_query(request, query_options)
 
 
 def _table_response(
@@ -244,7 +273,10 @@ def predict_checked(
 
 def _parse(body: bytes, query_options: PredictOptionsIn | None = None) -> PredictRequest:
     """The request, its options over ``query_options``."""
-    request = _parse_body(body)
+    return _with_query(_parse_body(body), query_options)
+
+
+def _with_query(request: PredictRequest, query_options: PredictOptionsIn | None) -> PredictRequest:
     if query_options is None:
         return request
     given = request.options.model_dump(include=request.options.model_fields_set)

@@ -34,7 +34,9 @@ __all__ = [
     "beyond_float32",
     "build_array",
     "cannot_be_missing",
+    "check_column",
     "check_row_count",
+    "clean_array",
     "extra_warnings",
     "input_error",
     "missing_column_message",
@@ -50,6 +52,9 @@ MAX_UNSEEN_SHOWN = 10  # rows (with their values) an unseen-category warning nam
 FLOAT32_LIMIT: Final = float(str(np.finfo(np.float32).max))
 _PLAIN_TYPES: dict[str, tuple[type, ...]] = {"number": (int, float), "bool": (bool,), "str": (str,)}
 _NOUNS = {"number": "a number", "bool": "a boolean", "str": "a string"}
+_NONE = type(None)
+_NUMBERS_OR_NONE = frozenset({int, float, _NONE})
+FloatArray = np.ndarray[Any, np.dtype[np.float64]]
 ABSENT = object()  # a record without the column's key
 SKIP = object()  # a row already refused as a whole: its cells are not checked
 Columns = dict[str, np.ndarray[Any, Any]]
@@ -194,6 +199,94 @@ def _unusual_value_problem(value: object, family: str) -> str | None:
         return _number_problem(value if isinstance(value, int) else float(value))  # type: ignore[arg-type]
     accepted = is_bool if family == "bool" else family == "str" and isinstance(value, str)
     return None if accepted else f"expected {_NOUNS[family]}, got {shown(value)}"
+
+
+def check_column(
+    column: FeatureColumn, cells: Sequence[object], allow_missing: bool, absent: str = ""
+) -> tuple[BadCells, np.ndarray[Any, Any] | None]:
+    """One column's bad cells and, when there are none, its array.
+
+    Rule: one pass in C finds whether every cell is fine (:func:`clean_array`); only a
+    column where some cell may not be is scanned cell by cell, to name each bad one.
+    Figures: docs/performance.md.
+    """
+    array = clean_array(column, cells, allow_missing)
+    if array is not None:
+        return ([], 0), array
+    bad = scan_cells(column, list(cells), allow_missing, absent)
+    if bad[1] or any(cell is SKIP for cell in cells):
+        return bad, None  # the request is refused: no array is needed
+    return bad, build_array(column, list(cells))
+
+
+def clean_array(
+    column: FeatureColumn, cells: Sequence[object], allow_missing: bool
+) -> np.ndarray[Any, Any] | None:
+    """The column's array (as :func:`build_array` makes it) if every cell is a plain value
+    of its family, found without a Python step per cell; None when some cell may be bad
+    (or is of an unusual type), for :func:`scan_cells` to judge one by one."""
+    if value_family(column) == "number":
+        return _clean_numbers(column, cells, allow_missing)
+    types = set(map(type, cells))
+    missing = _NONE in types
+    types.discard(_NONE)
+    if (missing and not allow_missing) or not types <= set(_PLAIN_TYPES[value_family(column)]):
+        return None
+    if missing:
+        return build_array(column, list(cells))
+    out = np.empty(len(cells), dtype=object)
+    out[:] = cells
+    return out
+
+
+def _clean_numbers(
+    column: FeatureColumn, cells: Sequence[object], allow_missing: bool
+) -> np.ndarray[Any, Any] | None:
+    """numpy infers the cells' type while it copies them: int or float means numbers (or
+    bools, looked for among the zeros and ones), anything else a closer look.  A column
+    with missing values (None) is an object array: its types are then listed once."""
+    try:
+        values: np.ndarray[Any, Any] | None = np.array(cells)
+    except (OverflowError, ValueError, TypeError):
+        return None
+    if values is None or values.ndim != 1:
+        return None
+    if values.dtype == object:
+        values = _numbers_with_missing(cells, allow_missing)
+        if values is None:
+            return None
+    elif values.dtype.kind not in "fi" or _has_bools(cells, values):
+        return None
+    elif values.dtype.kind == "f" and np.isnan(values).any():
+        return None  # a NaN cell (only Python callers can send one): named by the scan
+    with np.errstate(invalid="ignore"):
+        if (np.abs(values) >= FLOAT32_LIMIT).any():  # infinities too; the scan decides
+            return None
+    if column.dtype == "int64" and values.dtype.kind == "i" and set(map(type, cells)) == {int}:
+        return values.astype(np.int64, copy=False)  # every cell an int: as build_array
+    return values.astype(np.float64, copy=False)
+
+
+def _numbers_with_missing(cells: Sequence[object], allow_missing: bool) -> FloatArray | None:
+    """Numbers and None (NaN), if the column may miss values and holds nothing else."""
+    types = set(map(type, cells))
+    if not allow_missing or _NONE not in types or not types <= _NUMBERS_OR_NONE:
+        return None
+    try:
+        values = np.array(cells, dtype=np.float64)
+    except (OverflowError, ValueError, TypeError):
+        return None
+    if np.count_nonzero(np.isnan(values)) != cells.count(None):
+        return None  # a NaN cell besides the missing ones
+    return values
+
+
+def _has_bools(cells: Sequence[object], values: np.ndarray[Any, Any]) -> bool:
+    """Was any cell a bool (which numpy reads as 0 or 1) rather than a number?"""
+    candidates = np.flatnonzero((values == 0) | (values == 1))
+    if 8 * candidates.size > values.size:  # mostly zeros and ones: list every type
+        return any(issubclass(t, bool | np.bool_) for t in set(map(type, cells)))
+    return any(isinstance(cells[i], bool | np.bool_) for i in candidates.tolist())
 
 
 def build_array(column: FeatureColumn, cells: list[object]) -> np.ndarray[Any, Any]:

@@ -4,14 +4,17 @@ The first stage of a prediction (see :mod:`ensembles.inference`): the rows as th
 sent them become one numpy array per feature column, in the dtype training used, plus
 warnings.  Checked here rather than in :mod:`ensembles.data`: prediction must name
 ``("instances", row, column)`` in every problem, collect all problems in one answer, and be
-fast, so each column is checked by one plain Python loop (or, for numbers, one numpy pass)
-and built as one array (:mod:`ensembles.inference.cells`).
+fast, so each column is checked in one pass in C (numpy's type inference, or the set of
+its cells' types) and built as one array, and cell by cell only where a cell may be bad,
+to name it (:mod:`ensembles.inference.cells`).  Columnar numbers may come already read
+into one float64 matrix (``{"columns": [...], "data": matrix}``, by ``app.json_numbers``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from itertools import chain
+from operator import methodcaller
 from typing import Any
 
 import numpy as np
@@ -23,17 +26,16 @@ from ensembles.inference.cells import (
     SKIP,
     CheckedColumns,
     Columns,
-    build_array,
+    check_column,
     check_row_count,
     extra_warnings,
     input_error,
     missing_column_message,
-    scan_cells,
     unseen_categories,
 )
 from ensembles.signature import ModelSignature
 
-__all__ = ["check_rows"]
+__all__ = ["check_rows", "numbers_only"]
 
 _EXACT_INT = 2**53  # from here on an int may not survive a float64 (the careful path: int64)
 _NUMBERS = frozenset({float, int})
@@ -70,33 +72,41 @@ def check_rows(
         if values is None:
             continue  # reported as a missing column already
         absent = missing_column_message(column.name, extra)
-        bad, n_bad = scan_cells(column, values, signature.accepts_missing(column), absent)
+        allow_missing = signature.accepts_missing(column)
+        (bad, n_bad), array = check_column(column, values, allow_missing, absent)
         total += n_bad
         loc = ("instances", column.name)
         keyed += [((row, position), Problem((loc[0], row, loc[1]), msg)) for row, msg in bad]
-        if not total:
-            arrays[column.name] = build_array(column, values)
+        if array is not None:
+            arrays[column.name] = array
     if total:
         keyed.sort(key=lambda item: item[0])
         raise input_error("instances", [p for _, p in keyed], total)
     return CheckedColumns(arrays, extra_warnings(extra) + unseen_categories(signature, arrays))
 
 
+def numbers_only(signature: ModelSignature) -> bool:
+    """Does the model take numbers only (so a cell's JSON type beyond "number" is moot)?"""
+    features = signature.features
+    return bool(features) and all(f.dtype in NUMERIC_DTYPES for f in features)
+
+
 def _numeric_columns(
     signature: ModelSignature, instances: object, max_rows: int | None
 ) -> tuple[Columns, list[str]] | None:
     """The fast path for all-numeric models, or None to take the careful one."""
-    features = signature.features
-    if not features or any(f.dtype not in NUMERIC_DTYPES for f in features):
+    if not numbers_only(signature):
         return None
-    names = [f.name for f in features]
+    names = [f.name for f in signature.features]
     if type(instances) is list:
         if not instances or (max_rows is not None and len(instances) > max_rows):
             return None
         return _numeric_records(instances, names)
     if type(instances) is dict and "columns" in instances and "data" in instances:
         data = instances["data"]
-        if type(data) is not list or not data or (max_rows is not None and len(data) > max_rows):
+        if type(data) not in (list, np.ndarray) or not len(data):
+            return None
+        if max_rows is not None and len(data) > max_rows:
             return None
         return _numeric_columnar(instances["columns"], data, names)
     return None
@@ -120,16 +130,19 @@ def _numeric_records(records: list[Any], names: list[str]) -> tuple[Columns, lis
 
 
 def _numeric_columnar(
-    header: object, data: list[Any], names: list[str]
+    header: object, data: list[Any] | np.ndarray[Any, Any], names: list[str]
 ) -> tuple[Columns, list[str]] | None:
     if type(header) is not list or any(type(c) is not str for c in header):
         return None
     position = {c: j for j, c in enumerate(header)}
     if len(position) != len(header) or any(n not in position for n in names):
         return None
-    if set(map(type, data)) != {list} or set(map(len, data)) != {len(header)}:
+    if isinstance(data, np.ndarray):
+        table = _float_matrix(data, len(header))
+    elif set(map(type, data)) != {list} or set(map(len, data)) != {len(header)}:
         return None
-    table = _floats(data)  # one row per row
+    else:
+        table = _floats(data)  # one row per row
     if table is None:
         return None
     wanted = set(names)
@@ -161,6 +174,16 @@ def _floats(nested: list[list[Any]]) -> FloatArray | None:
     return table
 
 
+def _float_matrix(data: np.ndarray[Any, Any], n_columns: int) -> FloatArray | None:
+    """Rows already read as numbers (``app.json_numbers``), held to :func:`_floats`'s
+    rules: float64, one column per name, finite and exact in a float64."""
+    if data.dtype != np.float64 or data.ndim != 2 or data.shape[1] != n_columns:
+        return None
+    if not data.size or not np.isfinite(data).all() or np.abs(data).max() >= _EXACT_INT:
+        return None
+    return data
+
+
 def _has_bools(nested: list[list[Any]], table: FloatArray) -> bool:
     """Was any cell of ``table`` (built from ``nested``) a bool rather than a number?"""
     candidates = np.flatnonzero((table == 0) | (table == 1))
@@ -181,6 +204,8 @@ def _read_instances(instances: object, names: Sequence[str], max_rows: int | Non
         return _from_records(instances, names)
     if isinstance(instances, dict) and "columns" in instances and "data" in instances:
         data = instances["data"]
+        if isinstance(data, np.ndarray):  # numbers read straight into a matrix: as JSON
+            data = data.tolist()
         if isinstance(data, list):
             check_row_count(len(data), max_rows)
         return _from_columnar(instances["columns"], data, names)
@@ -199,7 +224,10 @@ def _from_records(records: list[object], names: Sequence[str]) -> _Cells:
             extra.update(dict.fromkeys(str(k) for k in record if k not in wanted))
         else:
             problems.append(Problem(("instances", i), f"expected an object, got {shown(record)}"))
-    columns = {n: [SKIP if r is None else r.get(n, ABSENT) for r in rows] for n in names}
+    if problems:
+        columns = {n: [SKIP if r is None else r.get(n, ABSENT) for r in rows] for n in names}
+    else:  # every row a record: one C call per cell (dict.get), no Python step
+        columns = {n: list(map(methodcaller("get", n, ABSENT), records)) for n in names}
     return columns, problems, list(extra)
 
 
@@ -221,6 +249,11 @@ def _from_columnar(header: object, data: object, names: Sequence[str]) -> _Cells
     problems += [
         Problem(("instances", "columns"), missing_column_message(n, extra)) for n in missing
     ]
+    wanted = [n for n in names if n in position]
+    if set(map(type, data)) == {list} and set(map(len, data)) == {len(header)}:
+        # Every row well formed: one transposition in C instead of a step per cell.
+        by_column = list(zip(*data, strict=True))
+        return {n: list(by_column[position[n]]) for n in wanted}, problems, extra
     rows: list[list[Any] | None] = []
     for i, row in enumerate(data):
         ok = isinstance(row, list) and len(row) == len(header)
@@ -229,7 +262,5 @@ def _from_columnar(header: object, data: object, names: Sequence[str]) -> _Cells
             got = f"{len(row)} values" if isinstance(row, list) else shown(row)
             msg = f"expected a list of {len(header)} values (one per column), got {got}"
             problems.append(Problem(("instances", "data", i), msg))
-    columns = {
-        n: [SKIP if r is None else r[position[n]] for r in rows] for n in names if n in position
-    }
+    columns = {n: [SKIP if r is None else r[position[n]] for r in rows] for n in wanted}
     return columns, problems, extra

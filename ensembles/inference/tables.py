@@ -31,8 +31,8 @@ from ensembles.inference.cells import (
     CheckedColumns,
     Columns,
     beyond_float32,
-    build_array,
     cannot_be_missing,
+    check_column,
     check_row_count,
     extra_warnings,
     input_error,
@@ -101,8 +101,7 @@ def _read_column(
     if feature.dtype in NUMERIC_DTYPES and _is_number(column.type):
         return _arrow_numbers(feature, column, allow_missing)
     cells: list[object] = column.to_pylist()
-    bad = scan_cells(feature, cells, allow_missing)
-    return bad, None if bad[1] else build_array(feature, cells)
+    return check_column(feature, cells, allow_missing)
 
 
 def _is_number(kind: pa.DataType) -> bool:

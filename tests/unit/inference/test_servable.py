@@ -210,6 +210,31 @@ def test_predict_with_a_servable_equals_predict_with_the_pipeline(kind: str) -> 
     assert by_servable.engine == (ENGINE if inference["ok"] else SKLEARN)
 
 
+def test_columnar_rows_in_the_models_order_are_read_as_one_matrix_without_a_copy() -> None:
+    model = fitted("random_forest")
+    servable = prepare(model.pipeline, model.signature, None)
+    X = sample(n=50)
+    names = list(X.columns)
+    matrix = np.ascontiguousarray(X.to_numpy(dtype=np.float64))  # as JSON rows read
+    checked, _ = check_rows(model.signature, {"columns": names, "data": matrix})
+    Xt = servable.transform(checked)
+    assert np.shares_memory(Xt, matrix) and not Xt.flags.writeable
+    np.testing.assert_array_equal(Xt, matrix, strict=True)
+    reversed_rows = np.ascontiguousarray(matrix[:, ::-1])
+    shuffled, _ = check_rows(model.signature, {"columns": names[::-1], "data": reversed_rows})
+    copied = servable.transform(shuffled)  # columns in another order: stacked, as before
+    assert not np.shares_memory(copied, reversed_rows)
+    np.testing.assert_array_equal(copied, matrix, strict=True)
+    one = servable.transform({c: matrix[:1, j] for j, c in enumerate(names)})
+    np.testing.assert_array_equal(one, matrix[:1], strict=True)
+    options = PredictOptions(return_proba=True)
+    by_matrix = servable.predict(checked, options)
+    by_frame = servable.predict(X, options)
+    assert by_matrix.predictions == by_frame.predictions == model.pipeline.predict(X).tolist()
+    assert list(map(type, by_matrix.predictions)) == list(map(type, by_frame.predictions))
+    np.testing.assert_array_equal(by_matrix.probabilities, by_frame.probabilities)
+
+
 @pytest.mark.parametrize(
     ("kind", "name"),
     [
