@@ -124,6 +124,7 @@ class Metrics:
             MultiProcessCollector(self.registry, path=str(self.shared.path))  # type: ignore[no-untyped-call]
             self.registry.register(_ProcessesCollector(self.shared))
         self._state: list[Collector] = []
+        self._request_children: dict[tuple[str, str, int], tuple[Counter, Histogram]] = {}
 
     def cache_observer(self) -> _CacheCounters | None:
         """What a ModelCache should report its events to (None: it is read when scraped)."""
@@ -150,9 +151,17 @@ class Metrics:
                 self.shared.remove_own_files()
 
     def observe_request(self, method: str, route: str, status: int, seconds: float) -> None:
-        labels = (method, route, str(status))
-        self.requests.labels(*labels).inc()
-        self.latency.labels(*labels).observe(seconds)
+        # The labelled children are kept per label set: ``labels()`` takes a lock and
+        # checks its values on every call, a cost paid by every request (label sets are
+        # bounded: route templates, methods, statuses).
+        key = (method, route, status)
+        children = self._request_children.get(key)
+        if children is None:
+            labels = (method, route, str(status))
+            children = self.requests.labels(*labels), self.latency.labels(*labels)
+            self._request_children[key] = children
+        children[0].inc()
+        children[1].observe(seconds)
 
     def observe_prediction(self, model: str, rows: int, version: int, alias: str) -> None:
         """``alias``: the alias the version was reached through ("" by number or latest)."""
