@@ -65,11 +65,10 @@ class FastPredictMiddleware:
 
     def _served(self, scope: Scope) -> tuple[str, str, str | None, int] | None:
         """(name, ref, routing key, body length) when this path serves the request."""
-        if scope["type"] != "http" or scope["method"] != "POST" or scope["query_string"]:
+        if scope["type"] != "http" or scope["method"] != "POST" or scope.get("query_string"):
             return None
-        path = scope["path"]
-        found = _PATH.fullmatch(path)
-        if found is None or scope.get("root_path") or b"%" in scope.get("raw_path", b"%"):
+        found = _PATH.fullmatch(scope["path"])
+        if found is None or scope.get("root_path") or b"%" in (scope.get("raw_path") or b"%"):
             return None
         name, ref = found.groups()
         if _NAME.fullmatch(name) is None or _REF.fullmatch(ref) is None:

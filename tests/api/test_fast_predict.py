@@ -201,9 +201,10 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 async def _answers(
     data: Path, fast: bool, cases: list[Case], caplog: pytest.LogCaptureFixture, **settings: Any
-) -> tuple[list[Any], list[dict[str, Any]], dict[str, float], int | None]:
-    """Each case's (status, headers, bytes), the access log lines, and the request and
-    prediction counters, from a fresh app over ``data``."""
+) -> tuple[list[Any], list[dict[str, Any]], dict[str, float], int | None, Any]:
+    """Each case's (status, headers, bytes), the access log lines, the request and
+    prediction counters, how many the fast path answered and the OpenAPI document, from a
+    fresh app over ``data``."""
     caplog.clear()
     answers = []
     async for app, api in started(
@@ -220,9 +221,10 @@ async def _answers(
             if r.name == "app.access"
         ]
         scrape = (await api.client.get("/metrics")).text
+        document = (await api.client.get("/openapi.json")).json()
         answered = _fast_path(app.middleware_stack)
         assert (answered is not None) == fast
-    return answers, lines, _counters(scrape), answered
+    return answers, lines, _counters(scrape), answered, document
 
 
 def _fast_path(layer: Any) -> int | None:
@@ -274,11 +276,18 @@ async def test_the_fast_path_answers_as_the_route(
     caplog.set_level(logging.INFO, logger="app.access")
     cases = AUTH_CASES if keys else CASES
     settings: dict[str, Any] = {"api_keys": KEYS} if keys else {}
-    fast, fast_log, fast_counts, answered = await _answers(folder, True, cases, caplog, **settings)
-    routed, routed_log, routed_counts, _ = await _answers(folder, False, cases, caplog, **settings)
+    fast, fast_log, fast_counts, answered, document = await _answers(
+        folder, True, cases, caplog, **settings
+    )
+    routed, routed_log, routed_counts, _, routed_document = await _answers(
+        folder, False, cases, caplog, **settings
+    )
     _assert_same(cases, fast, routed)
     assert fast_log == routed_log
     assert fast_counts == routed_counts
+    assert document == routed_document and "/v1/models/{name}/versions/{ref}/predict" in str(
+        document["paths"]
+    )
     statuses = {case.label: answer[0] for case, answer in zip(cases, fast, strict=True)}
     if keys:  # the refusals come from the route, every key may read
         assert statuses == AUTH_STATUSES
