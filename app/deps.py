@@ -2,7 +2,8 @@
 
 Handlers take ``RegistryDep``, ``SettingsDep``, ... (the part of
 :class:`app.services.container.Services` they use) so they read like prose and tests can
-build an app around any settings. Nothing but routes imports this module.
+build an app around any settings. Only routes, the app factory and
+:mod:`app.fast_predict` import this module.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Annotated, Any, Final
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from fastapi.security.utils import get_authorization_scheme_param
 
 from app.jobs.runner import JobRunner
 from app.metrics import Metrics
@@ -102,6 +104,19 @@ def require(role: Role) -> Callable[..., Awaitable[None]]:
             raise ForbiddenError(f"the key's role '{granted}' may not do this; it needs '{role}'")
 
     return check
+
+
+def read_allowed(settings: Settings, authorization: str | None) -> bool:
+    """Whether ``require("read")`` lets a request with this ``Authorization`` header
+    through, read as ``HTTPBearer`` reads it (for :mod:`app.fast_predict`, which then
+    answers; a refusal is left to the route, which says why)."""
+    keys = settings.api_keys
+    if not keys:
+        return True
+    scheme, credentials = get_authorization_scheme_param(authorization)
+    if not (authorization and scheme and credentials) or scheme.lower() != "bearer":
+        return False
+    return role_of(keys, credentials) is not None  # every role may read
 
 
 async def may(

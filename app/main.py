@@ -29,6 +29,7 @@ import app as app_package
 from app.deps import require_unless
 from app.docs import add_doc_pages
 from app.edge import HeadersMiddleware, PathMiddleware
+from app.fast_predict import FastPredictMiddleware
 from app.jobs.executors import JobExecutor, ProcessExecutor
 from app.jobs.runner import JobRunner
 from app.metrics import Metrics
@@ -162,10 +163,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     for router in (predictions, health, kinds, datasets, jobs, models, exports, oip, reports):
         application.include_router(router.router)
     _add_docs(application)
-    application.add_middleware(
-        BodyLimitMiddleware, max_bytes=settings.max_upload_bytes + _MULTIPART_SLACK
-    )
+    max_bytes = settings.max_upload_bytes + _MULTIPART_SLACK
+    application.add_middleware(BodyLimitMiddleware, max_bytes=max_bytes)
     application.add_middleware(PathMiddleware)
+    if settings.fast_predict:  # small JSON predictions skip FastAPI's routing and deps
+        application.add_middleware(FastPredictMiddleware, max_bytes=max_bytes)
     application.add_middleware(RequestMiddleware, metrics=metrics)
     application.add_middleware(HeadersMiddleware)  # outermost: on every answer, a 500 too
     return application

@@ -124,6 +124,8 @@ class Metrics:
             MultiProcessCollector(self.registry, path=str(self.shared.path))  # type: ignore[no-untyped-call]
             self.registry.register(_ProcessesCollector(self.shared))
         self._state: list[Collector] = []
+        self._request_children: dict[tuple[str, str, int], tuple[Counter, Histogram]] = {}
+        self._prediction_children: dict[tuple[str, int, str], tuple[Counter, Counter]] = {}
 
     def cache_observer(self) -> _CacheCounters | None:
         """What a ModelCache should report its events to (None: it is read when scraped)."""
@@ -150,14 +152,30 @@ class Metrics:
                 self.shared.remove_own_files()
 
     def observe_request(self, method: str, route: str, status: int, seconds: float) -> None:
-        labels = (method, route, str(status))
-        self.requests.labels(*labels).inc()
-        self.latency.labels(*labels).observe(seconds)
+        # The labelled children are kept per label set: ``labels()`` takes a lock and
+        # checks its values on every call, a cost paid by every request (label sets are
+        # bounded: route templates, methods, statuses).
+        key = (method, route, status)
+        children = self._request_children.get(key)
+        if children is None:
+            labels = (method, route, str(status))
+            children = self.requests.labels(*labels), self.latency.labels(*labels)
+            self._request_children[key] = children
+        children[0].inc()
+        children[1].observe(seconds)
 
     def observe_prediction(self, model: str, rows: int, version: int, alias: str) -> None:
         """``alias``: the alias the version was reached through ("" by number or latest)."""
-        self.predictions.labels(model, str(version), alias).inc()
-        self.prediction_rows.labels(model).inc(rows)
+        key = (model, version, alias)
+        children = self._prediction_children.get(key)
+        if children is None:  # kept per label set, as in observe_request
+            children = (
+                self.predictions.labels(model, str(version), alias),
+                self.prediction_rows.labels(model),
+            )
+            self._prediction_children[key] = children
+        children[0].inc()
+        children[1].inc(rows)
 
     def observe_training(self, status: str, seconds: float) -> None:
         self.training.labels(status).observe(max(seconds, 0.0))

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterable
 
-from starlette.datastructures import Headers, MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.logs import REQUEST_ID, REQUEST_ID_HEADER, request_id_from
@@ -15,6 +15,7 @@ from ensembles import Problem
 
 access_log = logging.getLogger("app.access")
 log = logging.getLogger("app")
+_REQUEST_ID_KEY = REQUEST_ID_HEADER.lower().encode("latin-1")
 
 
 class RequestMiddleware:
@@ -36,7 +37,7 @@ class RequestMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        request_id = request_id_from(Headers(scope=scope).get(REQUEST_ID_HEADER))
+        request_id = request_id_from(_header(scope["headers"], _REQUEST_ID_KEY))
         token = REQUEST_ID.set(request_id)
         started = time.perf_counter()
         status = 500
@@ -47,7 +48,7 @@ class RequestMiddleware:
             if message["type"] == "http.response.start":
                 status = int(message["status"])
                 response_started = True
-                MutableHeaders(scope=message)[REQUEST_ID_HEADER] = request_id
+                _set_header(message, _REQUEST_ID_KEY, request_id.encode("latin-1"))
             await send(message)
 
         self.metrics.in_progress.inc()
@@ -70,6 +71,8 @@ class RequestMiddleware:
         route = getattr(scope.get("route"), "path", None) or UNMATCHED
         method = str(scope["method"])
         self.metrics.observe_request(method, route, status, seconds)
+        if not access_log.isEnabledFor(logging.INFO):
+            return  # no line to write: nothing to format
         duration_ms = round(seconds * 1000, 2)
         access_log.info(
             "%s %s %s %.1f ms",
@@ -89,6 +92,28 @@ class RequestMiddleware:
                 }
             },
         )
+
+
+def _header(headers: Iterable[tuple[bytes, bytes]], key: bytes) -> str | None:
+    """The first value of the (lower case) header ``key``, as Starlette's ``Headers.get``
+    reads it, without building a ``Headers`` for every request."""
+    for name, value in headers:
+        if name == key:
+            return value.decode("latin-1")
+    return None
+
+
+def _set_header(message: Message, key: bytes, value: bytes) -> None:
+    """``MutableHeaders(scope=message)[key] = value`` in one pass: the first ``key``
+    replaced and the others removed, else appended."""
+    headers = message["headers"] = list(message.get("headers", ()))
+    found = [index for index, (name, _) in enumerate(headers) if name == key]
+    for index in reversed(found[1:]):
+        del headers[index]
+    if found:
+        headers[found[0]] = (key, value)
+    else:
+        headers.append((key, value))
 
 
 class BodyLimitMiddleware:

@@ -225,6 +225,11 @@ class Settings(BaseSettings):
         description="Shadow predictions waiting in one server process; when full, more are "
         "dropped (and counted) rather than slow the answers.",
     )
+    fast_predict: bool = Field(
+        default=True,
+        description="Answer small JSON prediction requests on a lean path beside FastAPI's "
+        "router (same answers, a fraction of the cost); false: every request takes the router.",
+    )
     max_nesting_depth: int = Field(
         default=3, ge=1, description="Most levels of ensembles nested in one spec."
     )

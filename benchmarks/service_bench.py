@@ -538,6 +538,106 @@ def targets(
     return out
 
 
+# --------------------------------------------------------------------------- HTTP floors
+
+# The floors of any Python HTTP service here (benchmarks/floor_apps.py), run under uvicorn
+# with the service's own options, in the same run as the service: its one-row figures are
+# printed as ratios to them.
+HTTP_FLOORS = {"bare ASGI": "floor_apps:bare", "trivial FastAPI": "floor_apps:trivial_fastapi"}
+FLOOR_SCENARIOS = ("single_1", "single_16")
+
+
+@contextlib.contextmanager
+def floor_service(target: str) -> Iterator[str]:
+    """The floor app ``target`` under uvicorn (httptools, uvloop, no access log: as the
+    service runs) on a free loopback port; yields its predict URL."""
+    port = free_port()
+    command = [
+        sys.executable, "-m", "uvicorn", target, "--app-dir", str(ROOT / "benchmarks"),
+        "--host", "127.0.0.1", "--port", str(port), "--http", "httptools",
+        "--loop", "uvloop", "--no-access-log", "--log-level", "warning",
+    ]  # fmt: skip
+    process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}/v1/models/floor/versions/1/predict"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.post(url, content=b"{}", timeout=1).status_code == 200:
+                    break
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the floor app {target} did not start")
+            time.sleep(0.1)
+        yield url
+    finally:
+        process.send_signal(signal.SIGINT)
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def measure_http_floors(
+    load: LoadGenerator, bodies: list[bytes], args: argparse.Namespace
+) -> dict[str, dict[str, Any]]:
+    """Each floor app's one-row figures (1 and 16 clients), the same bodies as the service's."""
+    by_key = {s.key: s for s in SCENARIOS}
+    out: dict[str, dict[str, Any]] = {}
+    for label, target in HTTP_FLOORS.items():
+        with floor_service(target) as url:
+            load.run(url, bodies, 16, 1)  # warm-up
+            figures: dict[str, Any] = {}
+            for key in FLOOR_SCENARIOS:
+                clients = by_key[key].clients
+                runs = [load.run(url, bodies, clients, args.seconds) for _ in range(args.rounds)]
+                figures[key] = {
+                    "p50_ms": summary([r.latency_ms["p50"] for r in runs]),
+                    "rps": summary([r.rps for r in runs]),
+                }
+        out[label] = figures
+        print(
+            f"measured the {label} floor: "
+            + ", ".join(f"{k} {v['rps']['median']:.0f} req/s" for k, v in figures.items()),
+            flush=True,
+        )
+    return out
+
+
+def render_http_floors(report: dict[str, Any]) -> list[str]:
+    """The one-row rows against the HTTP floors measured in the same run (empty: none)."""
+    floors = report.get("http_floors")
+    if not floors:
+        return []
+    labels = list(floors)
+    lines = [
+        "",
+        "One row against the HTTP floors of the same run (bare ASGI app and a trivial "
+        "FastAPI route under uvicorn; req/s: ours / floor, higher is better; p50: ours / "
+        "floor, lower is better):",
+        "",
+        "| model | request | req/s | p50 ms | "
+        + " | ".join(f"{x} req/s | {x} p50 ms | req/s / {x} | p50 / {x}" for x in labels)
+        + " |",
+        "|---|---|---:|---:|" + "---:|---:|---:|---:|" * len(labels),
+    ]
+    for m in report["models"]:
+        for key in FLOOR_SCENARIOS:
+            ours = m["scenarios"][key]
+            rps, p50 = ours["rps"]["median"], ours["p50_ms"]["median"]
+            cells = []
+            for x in labels:
+                floor = floors[x][key]
+                f_rps, f_p50 = floor["rps"]["median"], floor["p50_ms"]["median"]
+                cells.append(f"{f_rps:.0f} | {f_p50:.2f} | {rps / f_rps:.2f}x | {p50 / f_p50:.2f}x")
+            lines.append(
+                f"| {m['model']} | {ours['label']} | {rps:.0f} | {p50:.2f} | "
+                + " | ".join(cells)
+                + " |"
+            )
+    return lines
+
+
 # --------------------------------------------------------------------------- report
 
 
@@ -601,6 +701,7 @@ def render(report: dict[str, Any]) -> str:
             f"{t['training']['measured_s']:.2f} s vs 1.1 x direct + 1 s = "
             f"{t['training']['goal_s']:.2f} s {_mark(t['training']['met'])}"
         )
+    lines += render_http_floors(report)
     return "\n".join(lines)
 
 
@@ -707,6 +808,11 @@ def main() -> None:
         "with --only bench-train-scale, only that",
     )
     parser.add_argument(
+        "--no-http-floors",
+        action="store_true",
+        help="skip the bare ASGI and trivial FastAPI floors of the one-row figures",
+    )
+    parser.add_argument(
         "--workers",
         type=int,
         default=int(os.environ.get("ENSEMBLE_WORKERS", "1")),
@@ -748,6 +854,11 @@ def main() -> None:
         with httpx.Client(base_url=base, timeout=120) as client:
             for name, dataset in data.items():
                 dataset.dataset_id = upload(client, name, dataset.frame)
+            if not args.no_http_floors:
+                floor_bodies = workloads(data["breast_cancer"], True, np.random.default_rng(SEED))[
+                    "single_1"
+                ].bodies
+                report["http_floors"] = measure_http_floors(load, floor_bodies, args)
             # Untimed: the first job of a fresh service also waits for the training fork
             # server to start (once per service, not per job).
             train_once(client, WARM_UP, data[WARM_UP.dataset].dataset_id)

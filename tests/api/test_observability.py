@@ -214,7 +214,9 @@ def clean_logging() -> Iterator[None]:
     names = ("uvicorn", "uvicorn.error", "uvicorn.access")
     loggers = {n: logging.getLogger(n) for n in names}
     state = {n: (list(lg.handlers), lg.propagate, lg.disabled) for n, lg in loggers.items()}
+    knobs = (logging._srcfile, logging.logThreads, logging.logMultiprocessing)
     yield
+    logging._srcfile, logging.logThreads, logging.logMultiprocessing = knobs
     logging.captureWarnings(False)
     root.handlers[:], root.level = saved
     for name, (handlers, propagate, disabled) in state.items():

@@ -1,0 +1,187 @@
+"""The one-row fast path: ``POST /v1/models/{name}/versions/{ref}/predict`` with a small
+JSON body, answered without FastAPI's routing, request object and dependency resolution.
+
+Those cost a one-row prediction more than the prediction itself (figures:
+docs/performance.md). This middleware sits inside :class:`app.middleware.RequestMiddleware`
+and :class:`app.edge.HeadersMiddleware`, so the request id, metrics, access log and
+security headers are theirs as for any request, and serves only what it can answer
+exactly as the FastAPI route does (:func:`app.routes.predictions.predict`): the same
+path patterns, the same ``read`` check of the API key, the same service call
+(:func:`app.services.predictions.predict_version`), the same response and background
+shadow, the same problem for an error (the app's own exception handler). Anything else
+goes on to FastAPI untouched, the body it read replayed: a path the route would refuse or
+that holds an escape, a query string, a root path, a non-JSON or unsized or larger body,
+a missing, unknown or too weak key, a client gone before the body arrived.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable
+from typing import Final
+
+from fastapi.routing import APIRoute
+from starlette.background import BackgroundTask
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from app.bodies import is_json
+from app.deps import read_allowed
+from app.routes import predictions
+from app.schemas.models import MODEL_NAME, VERSION_REF
+from app.services.container import Services
+from app.services.predictions import INLINE_MAX_BYTES, predict_version
+from ensembles import EnsembleError
+
+PREDICT_PATH: Final = "/v1/models/{name}/versions/{ref}/predict"
+_PATH: Final = re.compile(r"/v1/models/([^/]+)/versions/([^/]+)/predict")
+_NAME: Final = re.compile(MODEL_NAME)
+_REF: Final = re.compile(VERSION_REF)
+_WANTED: Final = frozenset(
+    {b"content-type", b"content-length", b"authorization", b"x-routing-key", b"transfer-encoding"}
+)
+Handler = Callable[[Request, Exception], Awaitable[Response]]
+
+
+class FastPredictMiddleware:
+    """Small JSON prediction requests answered here; every other request passes on."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_body = min(INLINE_MAX_BYTES, max_bytes)
+        self.answered = 0  # requests this path answered itself (the tests read it)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        params = self._served(scope)
+        if params is None:
+            await self.app(scope, receive, send)
+            return
+        messages, body = await _read_body(receive, params[3])
+        if body is None:
+            await self.app(scope, _replay(messages, receive), send)
+            return
+        await self._predict(scope, receive, send, params, body)
+
+    def _served(self, scope: Scope) -> tuple[str, str, str | None, int] | None:
+        """(name, ref, routing key, body length) when this path serves the request."""
+        if scope["type"] != "http" or scope["method"] != "POST" or scope.get("query_string"):
+            return None
+        found = _PATH.fullmatch(scope["path"])
+        if found is None or scope.get("root_path") or b"%" in (scope.get("raw_path") or b"%"):
+            return None
+        name, ref = found.groups()
+        if _NAME.fullmatch(name) is None or _REF.fullmatch(ref) is None:
+            return None
+        headers = _first_headers(scope)
+        length = headers.get(b"content-length", b"")
+        if b"transfer-encoding" in headers or not length.isdigit():
+            return None
+        size = int(length)
+        media = headers.get(b"content-type", b"").decode("latin-1")
+        if size > self.max_body or not is_json(media.split(";")[0].strip().lower()):
+            return None
+        services: Services | None = getattr(scope["app"].state, "services", None)
+        if services is None or not read_allowed(
+            services.settings, _text(headers.get(b"authorization"))
+        ):
+            return None
+        return name, ref, _text(headers.get(b"x-routing-key")), size
+
+    async def _predict(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        params: tuple[str, str, str | None, int],
+        body: bytes,
+    ) -> None:
+        """The route's answer, with what Starlette's router leaves in the scope."""
+        name, ref, key, _ = params
+        self.answered += 1
+        application = scope["app"]
+        scope["route"] = ROUTE
+        scope["endpoint"] = ROUTE.endpoint
+        scope["path_params"] = {"name": name, "ref": ref}
+        services: Services = application.state.services
+        try:
+            answer = await predict_version(services, name, ref, body, None, key)
+        except EnsembleError as exc:
+            handler = _handler_of(application.exception_handlers, exc)
+            response = await handler(Request(scope, receive), exc)
+            await response(scope, receive, send)
+            return
+        shadow = answer.shadow
+        later = None if shadow is None else BackgroundTask(services.shadows.offer_later, shadow)
+        response = Response(answer.content, media_type="application/json", background=later)
+        await response(scope, receive, send)
+
+
+def _predict_route() -> APIRoute:
+    """The route this path stands in for (FastAPI leaves it in the scope, for the metrics
+    and the access log)."""
+    for route in predictions.router.routes:
+        if (
+            isinstance(route, APIRoute)
+            and route.path == PREDICT_PATH
+            and "POST" in (route.methods or ())
+        ):
+            return route
+    raise LookupError(f"no POST {PREDICT_PATH} route")
+
+
+ROUTE: Final = _predict_route()
+
+
+def _first_headers(scope: Scope) -> dict[bytes, bytes]:
+    """The first value of each header this path reads (Starlette's ``headers.get``)."""
+    found: dict[bytes, bytes] = {}
+    for name, value in scope["headers"]:
+        lowered = name.lower()
+        if lowered in _WANTED and lowered not in found:
+            found[lowered] = value
+    return found
+
+
+def _text(value: bytes | None) -> str | None:
+    return None if value is None else value.decode("latin-1")
+
+
+async def _read_body(receive: Receive, size: int) -> tuple[list[Message], bytes | None]:
+    """The messages received and the body; None when it is not the announced small body
+    (a client gone, more bytes than announced): FastAPI then reads the same messages."""
+    messages: list[Message] = []
+    chunks: list[bytes] = []
+    received = 0
+    while True:
+        message = await receive()
+        messages.append(message)
+        if message["type"] != "http.request":
+            return messages, None
+        chunk = message.get("body", b"")
+        received += len(chunk)
+        if received > size:
+            return messages, None
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return messages, b"".join(chunks) if received == size else None
+
+
+def _replay(messages: list[Message], receive: Receive) -> Receive:
+    """``receive`` giving ``messages`` first."""
+    pending = list(messages)
+
+    async def replayed() -> Message:
+        if pending:
+            return pending.pop(0)
+        return await receive()
+
+    return replayed
+
+
+def _handler_of(handlers: dict[object, Handler], exc: Exception) -> Handler:
+    """The app's exception handler for ``exc``, found as Starlette finds it (by class)."""
+    for cls in type(exc).__mro__:
+        if cls in handlers:
+            return handlers[cls]
+    raise exc
