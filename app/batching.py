@@ -15,7 +15,8 @@ Two ways in, one for each place a prediction runs:
   for a timer: only for the engine, as it would have anyway.
 
 A batch never changes an answer: its requests share a servable, options and column dtypes
-(:func:`batch_key`) and the engine their own size would get.  If the joined call fails,
+(:func:`batch_key`) and the engine their own size would get, and only requests whose
+answers are computed row by row are joined (:func:`batchable`).  If the joined call fails,
 each request is answered alone, so one request's error is its own (a 422 stays a 422, and
 its batch-mates get their answers).
 """
@@ -29,7 +30,13 @@ from dataclasses import dataclass, field
 
 from app.metrics import Metrics
 from ensembles.inference import Columns, Prediction, PredictOptions, Servable
-from ensembles.inference.batches import batch_key, concat_columns, row_count, split_prediction
+from ensembles.inference.batches import (
+    batch_key,
+    batchable,
+    concat_columns,
+    row_count,
+    split_prediction,
+)
 
 Outcome = Prediction | Exception
 
@@ -76,6 +83,10 @@ class Batcher:
         self._lanes: dict[Hashable, _Lane] = {}
         self._lock = threading.Lock()
 
+    def _joins(self, servable: Servable, rows: int, options: PredictOptions) -> bool:
+        """May this request share an engine call (else it is answered alone)?"""
+        return self.enabled and rows < self.max_rows and batchable(servable, rows, options)
+
     # --- on the event loop ------------------------------------------------------------
 
     async def predict(
@@ -83,7 +94,7 @@ class Batcher:
     ) -> Prediction:
         """The prediction of ``columns``, answered with those of this loop turn."""
         rows = row_count(columns)
-        if not self.enabled or rows >= self.max_rows:
+        if not self._joins(servable, rows, options):
             return self._alone(servable, columns, options)
         loop = asyncio.get_running_loop()
         key = (id(servable), batch_key(columns, options))
@@ -112,7 +123,13 @@ class Batcher:
         if self._open.get(key) is not batch:
             return  # flushed already (full, or open too long)
         del self._open[key]
-        outcomes = self._answer(batch.servable, batch.parts, batch.options)
+        outcomes: list[Outcome] = []
+        try:
+            outcomes = self._answer(batch.servable, batch.parts, batch.options)
+        finally:  # interrupted (not by an Exception: those are outcomes): nobody waits on
+            for future in batch.waiting if not outcomes else ():
+                if not future.done():
+                    future.set_exception(RuntimeError("the batched prediction was interrupted"))
         for future, outcome in zip(batch.waiting, outcomes, strict=True):
             if future.done():  # the request was cancelled (client gone)
                 continue
@@ -129,7 +146,7 @@ class Batcher:
         """The prediction of ``columns``, joined with the requests that queued while the
         engine was busy with the same key (blocking: a worker thread's call)."""
         rows = row_count(columns)
-        if not self.enabled or rows >= self.max_rows or _on_event_loop():
+        if not self._joins(servable, rows, options) or _on_event_loop():
             return self._alone(servable, columns, options)
         key = (id(servable), batch_key(columns, options))
         job = _Job(columns, rows)
