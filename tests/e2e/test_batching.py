@@ -85,7 +85,11 @@ def test_concurrent_requests_get_the_answers_they_get_alone(
         for _ in range(3):
             together = asyncio.run(answers(server.url, sent))
             for one, joined in zip(alone, together, strict=True):
-                assert (joined.status_code, joined.content) == (one.status_code, one.content)
+                assert joined.status_code == one.status_code
+                if one.status_code == 200:
+                    assert joined.content == one.content  # byte for byte
+                else:  # a problem names its own request
+                    assert joined.json()["errors"] == one.json()["errors"]
         assert together[7].status_code == 422
         assert together[7].json()["errors"][0]["loc"] == ["instances", 0, "a"]
         # Every good request was answered by an engine call, counted once.
