@@ -49,7 +49,9 @@ async def test_requests_of_one_loop_turn_share_one_engine_call() -> None:
     answers = await asyncio.gather(*(batcher.predict(server, p, PROBA) for p in parts))
     for answer, part in zip(answers, parts, strict=True):
         assert_same(answer, server.predict(part, PROBA))
-    assert sample(metrics, "ensemble_batch_requests_count") == 1
+    # The first of the turn alone (a lone request never waits), the other eight joined.
+    assert sample(metrics, "ensemble_batch_requests_count") == 2
+    assert sample(metrics, "ensemble_batch_requests_bucket", le="1.0") == 1
     assert sample(metrics, "ensemble_batch_requests_sum") == 9
     assert sample(metrics, "ensemble_batch_rows_sum") == 9
 
@@ -62,9 +64,10 @@ async def test_a_batch_holds_at_most_max_rows_and_larger_requests_go_alone() -> 
     answers = await asyncio.gather(*(batcher.predict(server, p, PROBA) for p in parts))
     for answer, part in zip(answers, parts, strict=True):
         assert_same(answer, server.predict(part, PROBA))
-    # Calls: the 5-row request alone, the one-row ones as 4 + 2.
-    assert sample(metrics, "ensemble_batch_rows_count") == 3
-    assert sample(metrics, "ensemble_batch_rows_bucket", le="4.0") == 2
+    # Calls: the first alone, then the one-row ones as 4 + 1, and the 5-row one alone.
+    assert sample(metrics, "ensemble_batch_rows_count") == 4
+    assert sample(metrics, "ensemble_batch_rows_bucket", le="4.0") == 3
+    assert sample(metrics, "ensemble_batch_rows_bucket", le="2.0") == 2
     assert sample(metrics, "ensemble_batch_requests_sum") == 7
 
 
@@ -77,11 +80,15 @@ async def test_requests_with_other_options_or_models_are_not_joined() -> None:
         (forest_model, request_columns("forest", [2]), PredictOptions()),
         (forest_model, request_columns("forest", [3]), PROBA),
         (boosting, request_columns("boosting", [4]), PROBA),
+        (forest_model, request_columns("forest", [5]), PROBA),
+        (boosting, request_columns("boosting", [6]), PROBA),
     ]
     answers = await asyncio.gather(*(batcher.predict(*call) for call in calls))
     for answer, (server, part, options) in zip(answers, calls, strict=True):
         assert_same(answer, server.predict(part, options))
-    assert sample(metrics, "ensemble_batch_requests_count") == 3  # forest proba joined
+    # Each key's first alone; then forest probabilities [3, 5] joined, boosting [6] alone.
+    assert sample(metrics, "ensemble_batch_requests_count") == 5
+    assert sample(metrics, "ensemble_batch_requests_bucket", le="1.0") == 4
 
 
 def as_objects(columns: Columns, bad: bool = False) -> Columns:
