@@ -497,25 +497,30 @@ def measure_model(
 
 def measure_batching(
     folder: Path,
-    base: str,
     ref: Reference,
     data: Dataset,
     version: dict[str, Any],
     load: LoadGenerator,
     args: argparse.Namespace,
 ) -> dict[str, Any]:
-    """Req/s and p50 of ``BATCHING_SCENARIOS`` with batching on (the service at ``base``)
-    and off (a second service on the same data folder, ``ENSEMBLE_BATCH_MAX_WAIT_MS=0``),
-    their rounds alternating so that both see the same machine; and the batch sizes the
-    service reported (``/metrics``) over its rounds."""
+    """Req/s and p50 of ``BATCHING_SCENARIOS`` with batching on (the default) and off
+    (``ENSEMBLE_BATCH_MAX_WAIT_MS=0``): two fresh services on the data folder of the
+    bench's service (which trained, and keeps its training worker), their rounds alternating
+    so that both see the same machine; and the batch sizes the batched one reported
+    (``/metrics``) over its rounds."""
     classifier = ref.task == "classification"
     work = workloads(data, classifier, np.random.default_rng(SEED))
     path = f"/v1/models/{ref.model}/versions/{version['version']}/predict"
     runs: dict[str, dict[str, list[Run]]] = {k: {"on": [], "off": []} for k in BATCHING_SCENARIOS}
-    off_folder = folder / "unbatched"
-    off_folder.mkdir()
-    off_settings = {"ENSEMBLE_DATA_DIR": str(folder / "data"), "ENSEMBLE_BATCH_MAX_WAIT_MS": "0"}
-    with service(off_folder, args.workers, **off_settings) as off_base:
+    data_dir = {"ENSEMBLE_DATA_DIR": str(folder / "data")}
+    (folder / "batched").mkdir()
+    (folder / "unbatched").mkdir()
+    with (
+        service(folder / "batched", args.workers, **data_dir) as base,
+        service(
+            folder / "unbatched", args.workers, **data_dir, ENSEMBLE_BATCH_MAX_WAIT_MS="0"
+        ) as off_base,
+    ):
         bases = {"on": base, "off": off_base}
         for b in bases.values():
             load.run(b + path, work["single_1"].bodies, 16, 1)  # warm-up: load the model
@@ -821,7 +826,7 @@ def main() -> None:
                 model = measure_model(client, base, ref, dataset, versions[-1], load, args)
                 if ref.model == BATCHING_MODEL and not args.no_batching:
                     report["batching"] = measure_batching(
-                        Path(tmp), base, ref, dataset, versions[-1], load, args
+                        Path(tmp), ref, dataset, versions[-1], load, args
                     )
                 model["targets"] = targets(
                     model, training, ref.forest, _single_row_goal(report, ref)
