@@ -44,6 +44,7 @@ from ensembles.registry import CacheEvent, ModelCache
 log = logging.getLogger(__name__)
 
 REQUEST_BUCKETS: Final = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+BATCH_BUCKETS: Final = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 TRAINING_BUCKETS: Final = (1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0)
 UNMATCHED: Final = "<unmatched>"
 MODEL_LABEL: Final = "model"
@@ -116,6 +117,18 @@ class Metrics:
             buckets=TRAINING_BUCKETS,
             registry=own,
         )
+        self.batch_rows = Histogram(
+            "ensemble_batch_rows",
+            "Rows per engine call of a prediction (several requests' when batched).",
+            buckets=BATCH_BUCKETS,
+            registry=own,
+        )
+        self.batch_requests = Histogram(
+            "ensemble_batch_requests",
+            "Requests answered per engine call (1: not batched).",
+            buckets=BATCH_BUCKETS,
+            registry=own,
+        )
         self._cache_observer: _CacheCounters | None = None
         if self.shared is None:
             ProcessCollector(registry=self.registry)
@@ -176,6 +189,11 @@ class Metrics:
             self._prediction_children[key] = children
         children[0].inc()
         children[1].inc(rows)
+
+    def observe_batch(self, rows: int, requests: int) -> None:
+        """One engine call answering ``requests`` prediction requests, ``rows`` in all."""
+        self.batch_rows.observe(rows)
+        self.batch_requests.observe(requests)
 
     def observe_training(self, status: str, seconds: float) -> None:
         self.training.labels(status).observe(max(seconds, 0.0))

@@ -179,6 +179,19 @@ class Settings(BaseSettings):
     max_predict_rows: int = Field(
         default=100_000, ge=1, description="Most rows in one prediction request."
     )
+    batch_max_rows: int = Field(
+        default=64,
+        ge=1,
+        description="Most rows of concurrent prediction requests answered by one engine "
+        "call (adaptive batching; 1: none). Larger requests are answered alone.",
+    )
+    batch_max_wait_ms: float = Field(
+        default=1.0,
+        ge=0,
+        le=1000,
+        description="Longest a batch of concurrent predictions stays open for more requests "
+        "while the engine is idle, in milliseconds; 0 switches batching off.",
+    )
     max_explain_rows: int = Field(
         default=1_000, ge=1, description="Most rows in one explained prediction (413 above)."
     )

@@ -194,7 +194,14 @@ SCENARIOS = [
     Scenario("rows_100", "100 rows, 1 client", 100, 1, 4),
     Scenario("rows_10000", "10,000 rows, 1 client", 10_000, 1, 2),
     Scenario("rows_10000_arrow", "10,000 rows as Arrow, 1 client", 10_000, 1, 2, "arrow"),
+    # Issue 24: a one-row table body from 16 clients serves at least what it does from one.
+    Scenario("single_1_arrow", "1 row as Arrow, 1 client", 1, 1, 16, "arrow"),
+    Scenario("single_16_arrow", "1 row as Arrow, 16 clients", 1, 16, 16, "arrow"),
 ]
+# Issue 24's batched and unbatched rows: these scenarios of the first model measured,
+# against the same data folder served with batching on (the default) and off.
+BATCHING_MODEL = "bench-rf"
+BATCHING_SCENARIOS = ("single_16", "single_16_arrow")
 
 
 # --------------------------------------------------------------------------- the service
@@ -491,6 +498,97 @@ def measure_model(
         entry["throughput_ratio"] = entry["rps"]["median"] / entry["floor_rps"]
         result["scenarios"][scenario.key] = entry
     return result
+
+
+def measure_batching(
+    folder: Path,
+    ref: Reference,
+    data: Dataset,
+    version: dict[str, Any],
+    load: LoadGenerator,
+    args: argparse.Namespace,
+) -> dict[str, Any]:
+    """Req/s and p50 of ``BATCHING_SCENARIOS`` with batching on (the default) and off
+    (``ENSEMBLE_BATCH_MAX_WAIT_MS=0``): two fresh services on the data folder of the
+    bench's service (which trained, and keeps its training worker), their rounds alternating
+    so that both see the same machine; and the batch sizes the batched one reported
+    (``/metrics``) over its rounds."""
+    classifier = ref.task == "classification"
+    work = workloads(data, classifier, np.random.default_rng(SEED))
+    path = f"/v1/models/{ref.model}/versions/{version['version']}/predict"
+    runs: dict[str, dict[str, list[Run]]] = {k: {"on": [], "off": []} for k in BATCHING_SCENARIOS}
+    data_dir = {"ENSEMBLE_DATA_DIR": str(folder / "data")}
+    (folder / "batched").mkdir()
+    (folder / "unbatched").mkdir()
+    with (
+        service(folder / "batched", args.workers, **data_dir) as base,
+        service(
+            folder / "unbatched", args.workers, **data_dir, ENSEMBLE_BATCH_MAX_WAIT_MS="0"
+        ) as off_base,
+    ):
+        bases = {"on": base, "off": off_base}
+        for b in bases.values():
+            load.run(b + path, work["single_1"].bodies, 16, 1)  # warm-up: load the model
+        before = _batch_sizes(base)
+        for _ in range(args.rounds):
+            for key in BATCHING_SCENARIOS:
+                w = work[key]
+                for mode, b in bases.items():
+                    run = load.run(b + path + w.query, w.bodies, 16, args.seconds, w.content_type)
+                    runs[key][mode].append(run)
+        after = _batch_sizes(base)
+    out: dict[str, Any] = {"model": ref.label, "scenarios": {}}
+    for key, by_mode in runs.items():
+        entry: dict[str, Any] = {"label": next(s.label for s in SCENARIOS if s.key == key)}
+        for mode, mode_runs in by_mode.items():
+            if any(r.errors for r in mode_runs):
+                raise RuntimeError(f"failed requests with batching {mode} in {key}")
+            entry[mode] = {
+                "rps": summary([r.rps for r in mode_runs]),
+                "p50_ms": summary([r.latency_ms["p50"] for r in mode_runs]),
+            }
+        entry["ratio"] = entry["on"]["rps"]["median"] / entry["off"]["rps"]["median"]
+        out["scenarios"][key] = entry
+    calls = after["count"] - before["count"]
+    out["requests_per_call"] = (after["sum"] - before["sum"]) / calls if calls else 0.0
+    return out
+
+
+def _batch_sizes(base: str) -> dict[str, float]:
+    """The service's ``ensemble_batch_requests`` histogram: engine calls and requests."""
+    text = httpx.get(f"{base}/metrics", timeout=30).text
+    values = {"count": 0.0, "sum": 0.0}
+    for line in text.splitlines():
+        name, _, value = line.partition(" ")
+        if name.startswith("ensemble_batch_requests_") and name[24:] in values:
+            values[name[24:]] = float(value)
+    return values
+
+
+def render_batching(report: dict[str, Any]) -> str:
+    batching = report.get("batching")
+    if not batching:
+        return ""
+    lines = [
+        "",
+        "",
+        f"Adaptive batching, {batching['model']}: batched (ENSEMBLE_BATCH_MAX_WAIT_MS=1, "
+        "the default) and unbatched (0) services on the same data, rounds alternating; "
+        f"batched: {batching['requests_per_call']:.1f} requests per engine call",
+        "",
+        "| request | batched req/s | spread | p50 ms | unbatched req/s | spread | p50 ms "
+        "| batched / unbatched |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for s in batching["scenarios"].values():
+        on, off = s["on"], s["off"]
+        lines.append(
+            f"| {s['label']} | {on['rps']['median']:.0f} | {_spread(on['rps'], '{:.0f}')} "
+            f"| {on['p50_ms']['median']:.2f} | {off['rps']['median']:.0f} "
+            f"| {_spread(off['rps'], '{:.0f}')} | {off['p50_ms']['median']:.2f} "
+            f"| {s['ratio']:.2f}x |"
+        )
+    return "\n".join(lines)
 
 
 def targets(
@@ -813,6 +911,9 @@ def main() -> None:
         help="skip the bare ASGI and trivial FastAPI floors of the one-row figures",
     )
     parser.add_argument(
+        "--no-batching", action="store_true", help="skip the batched / unbatched rows"
+    )
+    parser.add_argument(
         "--workers",
         type=int,
         default=int(os.environ.get("ENSEMBLE_WORKERS", "1")),
@@ -883,6 +984,10 @@ def main() -> None:
                     flush=True,
                 )
                 model = measure_model(client, base, ref, dataset, versions[-1], load, args)
+                if ref.model == BATCHING_MODEL and not args.no_batching:
+                    report["batching"] = measure_batching(
+                        Path(tmp), ref, dataset, versions[-1], load, args
+                    )
                 model["targets"] = targets(
                     model, training, ref.forest, _single_row_goal(report, ref)
                 )
@@ -895,7 +1000,7 @@ def main() -> None:
                 )
     load.close()
     report["elapsed_s"] = time.perf_counter() - started
-    text = render(report)
+    text = render(report) + render_batching(report)
     print()
     print(text)
     print(f"\n({report['elapsed_s']:.0f} s in all)")

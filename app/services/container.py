@@ -8,8 +8,9 @@ one dependency to resolve instead of four is measurable on a one-row prediction.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from app.batching import Batcher
 from app.jobs.runner import JobRunner
 from app.metrics import Metrics
 from app.services.shadows import ShadowQueue
@@ -19,7 +20,8 @@ from ensembles.registry import ModelCache, Registry
 
 @dataclass(frozen=True)
 class Services:
-    """The app's settings, registry, model cache, job runner, metrics and shadow queue."""
+    """The app's settings, registry, model cache, job runner, metrics, shadow queue and
+    prediction batcher."""
 
     settings: Settings
     registry: Registry
@@ -27,3 +29,9 @@ class Services:
     runner: JobRunner
     metrics: Metrics
     shadows: ShadowQueue
+    batcher: Batcher = field(init=False)  # one per app, as the settings say
+
+    def __post_init__(self) -> None:
+        settings = self.settings
+        batcher = Batcher(settings.batch_max_rows, settings.batch_max_wait_ms, self.metrics)
+        object.__setattr__(self, "batcher", batcher)  # frozen: set once, here

@@ -11,16 +11,18 @@ arrays as they are.  On a cache hit nothing is read from disk: the version refer
 resolved from memory while the registry database is unchanged
 (``Registry.resolve_version``) and the model is already loaded.
 
-Rule: a small JSON body (``INLINE_MAX_BYTES``) whose version and model are in memory and
-that only native engines answer (``Servable.native_for``) is answered on the event loop;
-everything else (a load, a database read, any scikit-learn call, votes and spread, big
-bodies, every table body) goes to a worker thread, once, so the loop never waits on I/O
-or on more than a fraction of a millisecond of CPU.  Figures: docs/performance.md.
+Rule: a small body (``INLINE_MAX_BYTES``, JSON or a table) whose version and model are in
+memory and that only native engines answer (``Servable.native_for``) is answered on the
+event loop, its engine call shared with the other requests of the same loop turn
+(:mod:`app.batching`); everything else (a load, a database read, any scikit-learn call,
+votes and spread, big bodies) goes to a worker thread, once, so the loop never waits on
+I/O or on more than a fraction of a millisecond of CPU.  Figures: docs/performance.md.
 """
 
 from __future__ import annotations
 
 import gc
+from collections.abc import Awaitable
 from typing import NamedTuple
 
 import orjson
@@ -74,7 +76,7 @@ async def predict_version(
         request = _parse(body, query_options)
         inline = _inline_response(services, name, ref, request, key)
         if inline is not None:
-            return inline
+            return inline if isinstance(inline, Answer) else await inline
         return await in_thread(_response, services, name, ref, request, key)
     return await in_thread(_body_response, services, name, ref, body, query_options, key)
 
@@ -88,8 +90,46 @@ async def predict_table(
     options: PredictOptionsIn,
     key: str | None = None,
 ) -> Answer:
-    """The response for the rows of an Arrow IPC or Parquet body (always in a thread)."""
+    """The response for the rows of an Arrow IPC or Parquet body: a small one that native
+    engines answer on the event loop, as small JSON bodies are, else in a thread."""
+    if len(body) <= INLINE_MAX_BYTES:
+        inline = _inline_table(services, name, ref, body, fmt, options, key)
+        if inline is not None:
+            return inline if isinstance(inline, Answer) else await inline
     return await in_thread(_table_response, services, name, ref, body, fmt, options, key)
+
+
+def _inline_table(
+    services: Services,
+    name: str,
+    ref: str,
+    body: bytes,
+    fmt: TableFormat,
+    options: PredictOptionsIn,
+    key: str | None,
+) -> Answer | Awaitable[Answer] | None:
+    """The answer to a small table body when it needs no I/O and only native engines (the
+    rule of :func:`_inline_response`), else None.  Reading a few rows of Arrow or Parquet
+    takes tens of microseconds; in a worker thread, sixteen clients' requests queued for
+    the GIL behind each other's pyarrow calls (issue 24: 233 req/s from 16 clients against
+    592 from one; docs/performance.md)."""
+    if not _native_options(options):
+        return None
+    max_rows = services.settings.max_predict_rows
+    table = read_table_body(body, fmt, max_rows)  # a bad body: 422 or 413 before a 404
+    chosen = target_inline(services, name, ref, key)
+    if chosen is None:
+        return None
+    servable = services.cache.peek(_key(chosen.record))
+    if not isinstance(servable, Servable) or not servable.native_for(table.num_rows):
+        return None
+    checked = check_table(servable.signature, table, max_rows)
+    if services.batcher.enabled:
+        return _batched(services, chosen, servable, checked, options, table, query=True)
+    try:
+        return _write(services, chosen, servable, checked, options, table)
+    except PredictionInputError as exc:
+        raise _in_query(exc) from None
 
 
 def _body_response(
@@ -168,14 +208,11 @@ def _in_query(exc: PredictionInputError) -> PredictionInputError:
 
 def _inline_response(
     services: Services, name: str, ref: str, request: PredictRequest, key: str | None
-) -> Answer | None:
+) -> Answer | Awaitable[Answer] | None:
     """The response if it needs no I/O and only native engines (GTIL, numpy members: tens
     of microseconds of CPU for a few rows), else None: the request then goes to a thread."""
-    options = request.options
-    if options.voting is not None or options.return_votes or options.return_std:
-        return None  # scikit-learn's members answer these
-    if options.explain:
-        return None  # explanations are computed off the event loop
+    if not _native_options(request.options):
+        return None
     chosen = target_inline(services, name, ref, key)
     if chosen is None:
         return None
@@ -186,7 +223,43 @@ def _inline_response(
     rows = instances.get("data") if isinstance(instances, dict) else instances
     if not isinstance(rows, list) or not servable.native_for(len(rows)):
         return None
+    if services.batcher.enabled:
+        max_rows = services.settings.max_predict_rows
+        checked = check_rows(servable.signature, request.instances, max_rows)
+        return _batched(services, chosen, servable, checked, request.options, request.instances)
     return _checked_response(services, chosen, servable, request)
+
+
+def _native_options(options: PredictOptionsIn) -> bool:
+    """May native engines answer these options (on the event loop)?"""
+    if options.voting is not None or options.return_votes or options.return_std:
+        return False  # scikit-learn's members answer these
+    return not options.explain  # explanations are computed off the event loop
+
+
+async def _batched(
+    services: Services,
+    chosen: Target,
+    servable: Servable,
+    checked: CheckedColumns,
+    options: PredictOptionsIn,
+    rows: object,
+    query: bool = False,
+) -> Answer:
+    """An inline answer whose engine call is shared with the requests of the same event
+    loop turn (:mod:`app.batching`); ``query``: the options came in the query string."""
+    record = chosen.record
+    try:
+        prediction = await services.batcher.predict(
+            servable, checked.columns, predict_options(options)
+        )
+    except PredictionInputError as exc:
+        if query:
+            raise _in_query(exc) from None
+        raise
+    n_rows = len(prediction.predictions)
+    services.metrics.observe_prediction(record.model, n_rows, record.version, chosen.alias)
+    return _write(services, chosen, servable, checked, options, rows, prediction)
 
 
 def _response(
@@ -212,26 +285,18 @@ def _write(
     checked: CheckedColumns,
     options: PredictOptionsIn,
     rows: object,
+    prediction: Prediction | None = None,
 ) -> Answer:
     """Predict the checked columns and write the response; numpy arrays (probabilities,
     regression values, std) go to orjson as they are, without a Python float per cell.
-    ``rows`` are the request's rows as given, for the alias's shadow."""
+    ``rows`` are the request's rows as given, for the alias's shadow; ``prediction``:
+    already made (by a batch)."""
     signature = servable.signature
     record = chosen.record
     if options.explain:
         check_explain_rows(services, _row_count(checked), ("instances",))
-    prediction = predict_checked(
-        services,
-        record,
-        servable,
-        checked,
-        PredictOptions(
-            voting=options.voting,
-            return_proba=options.return_proba,
-            return_votes=options.return_votes,
-            return_std=options.return_std,
-        ),
-        chosen.alias,
+    prediction = prediction or predict_checked(  # (a Prediction is always true)
+        services, record, servable, checked, predict_options(options), chosen.alias
     )
     response: dict[str, object] = {
         "model": record.model,
@@ -250,6 +315,16 @@ def _write(
     return Answer(content, chosen.shadow_of(rows, signature.task, prediction.predictions))
 
 
+def predict_options(options: PredictOptionsIn) -> PredictOptions:
+    """What the engine is asked, of a request's options."""
+    return PredictOptions(
+        voting=options.voting,
+        return_proba=options.return_proba,
+        return_votes=options.return_votes,
+        return_std=options.return_std,
+    )
+
+
 def _row_count(checked: CheckedColumns) -> int:
     return len(next(iter(checked.columns.values()), ()))
 
@@ -265,7 +340,7 @@ def predict_checked(
     """The prediction of checked columns, counted in the metrics (by model, version and
     the alias it was reached through): the one step every protocol (``/v1`` JSON and
     tables, the Open Inference Protocol) ends in."""
-    prediction = servable.predict(checked.columns, options)
+    prediction = services.batcher.predict_blocking(servable, checked.columns, options)
     rows = len(prediction.predictions)
     services.metrics.observe_prediction(record.model, rows, record.version, alias)
     return prediction

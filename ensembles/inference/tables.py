@@ -64,12 +64,22 @@ def check_table(
             keyed.append(((-1, -1), problem))
         position.setdefault(name, i)
     total = len(keyed)
-    arrays: Columns = {}
     wanted = {f.name for f in signature.features}
+    floats = None if total else _float_columns(signature, table, position)
+    if floats is not None:
+        extra = extra_warnings([c for c in position if c not in wanted])
+        return CheckedColumns(floats, extra + unseen_categories(signature, floats))
+    arrays: Columns = {}
     for j, feature in enumerate(signature.features):
         index = position.get(feature.name)
         column = None if index is None else table.column(index)
-        absent = missing_column_message(feature.name, [c for c in position if c not in wanted])
+        absent = (
+            ""
+            if column is not None
+            else missing_column_message(  # (difflib: slow)
+                feature.name, [c for c in position if c not in wanted]
+            )
+        )
         (bad, n_bad), array = _read_column(feature, column, table.num_rows, signature, absent)
         total += n_bad
         keyed += [((row, j), Problem(("instances", row, feature.name), msg)) for row, msg in bad]
@@ -80,6 +90,29 @@ def check_table(
         raise input_error("instances", [p for _, p in keyed], total)
     extra = extra_warnings([c for c in position if c not in wanted])
     return CheckedColumns(arrays, extra + unseen_categories(signature, arrays))
+
+
+def _float_columns(
+    signature: ModelSignature, table: pa.Table, position: dict[str, int]
+) -> Columns | None:
+    """The fast path of a table of numbers (a numeric feature's float64 column without
+    nulls, all of them finite and within float32's range): every column checked in one
+    numpy pass instead of a dozen calls each (1.9 ms of a one-row, 30-column request went
+    there, issue 24).  Gives the very arrays the careful path gives; None: take it."""
+    columns: list[pa.ChunkedArray] = []
+    for feature in signature.features:
+        index = position.get(feature.name)
+        if index is None or feature.dtype not in NUMERIC_DTYPES:
+            return None
+        column = table.column(index)
+        if column.type != pa.float64() or column.null_count:
+            return None
+        columns.append(column)
+    arrays = [np.asarray(column.to_numpy()) for column in columns]
+    cells = np.concatenate(arrays) if arrays else np.empty(0)
+    if not np.isfinite(cells).all() or _may_pass_float32(cells):
+        return None  # the careful path names the rows
+    return {f.name: array for f, array in zip(signature.features, arrays, strict=True)}
 
 
 def _pandas_index_columns(schema: pa.Schema) -> set[str]:

@@ -79,6 +79,18 @@ def test_float64_columns_are_read_without_a_copy() -> None:
     same_as_json(NUMBERS, table)
 
 
+def test_tables_of_plain_numbers_checked_at_once_give_what_json_gives() -> None:
+    """Float64 columns without nulls, in several record batches, with an extra column:
+    checked in one numpy pass (issue 24), the arrays, dtypes and warnings of JSON."""
+    first = pa.table({"a": [1.0, -2.5], "b": [3.0, 4.0], "note": [1.0, 2.0]})
+    table = pa.concat_tables([first, first.slice(1)])
+    assert table.column("a").num_chunks == 2
+    arrays = same_as_json(NUMBERS, table)
+    assert arrays["a"].tolist() == [1.0, -2.5, -2.5]
+    bad = pa.concat_tables([first, pa.table({"a": [1e39], "b": [math.inf], "note": [0.0]})])
+    assert problems(NUMBERS, bad) == problems(NUMBERS, bad.to_pylist())  # each row named
+
+
 def test_integer_and_narrow_float_columns_take_the_dtype_json_numbers_take() -> None:
     big = 2**63 + 5  # beyond int64: a float column, as for JSON integers
     table = pa.table(

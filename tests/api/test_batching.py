@@ -1,0 +1,299 @@
+"""Adaptive batching in the service: concurrent requests of one version share an engine call
+(on the event loop within one turn, in worker threads while the engine is busy), answers
+are unchanged, a failing request fails alone, and /metrics shows the batch sizes."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+import pytest_asyncio
+from pydantic import ValidationError
+
+from app.batching import Batcher
+from app.metrics import Metrics
+from app.settings import Settings
+from ensembles.inference import Columns, PredictOptions
+from tests.api.conftest import make_settings, started
+from tests.api.support import IRIS_FEATURES, Api, forest, iris_frame
+from tests.api.test_predict_tables import ARROW, arrow_stream
+from tests.unit.inference.test_batches import assert_same, request_columns, servable
+
+PROBA = PredictOptions(return_proba=True)
+# A wait the tests never reach: a batch then closes at the end of its loop turn (or at the
+# row cap) however slowly a loaded machine runs the turn, so the counts below are exact.
+NO_CAP = 1000.0
+VOTES = PredictOptions(return_votes=True, return_proba=True)  # the members' tallies
+
+
+def sample(metrics: Metrics, name: str, **labels: str) -> float:
+    value = metrics.registry.get_sample_value(name, labels)
+    return 0.0 if value is None else value
+
+
+def one_row_parts(kind: str, n: int) -> list[Columns]:
+    return [request_columns(kind, [7 * i % 150]) for i in range(n)]
+
+
+# --- the batcher, with real models ------------------------------------------------------
+
+
+async def test_requests_of_one_loop_turn_share_one_engine_call() -> None:
+    metrics = Metrics()
+    batcher = Batcher(64, NO_CAP, metrics)
+    server = servable("forest")
+    parts = one_row_parts("forest", 9)
+    answers = await asyncio.gather(*(batcher.predict(server, p, PROBA) for p in parts))
+    for answer, part in zip(answers, parts, strict=True):
+        assert_same(answer, server.predict(part, PROBA))
+    # The first of the turn alone (a lone request never waits), the other eight joined.
+    assert sample(metrics, "ensemble_batch_requests_count") == 2
+    assert sample(metrics, "ensemble_batch_requests_bucket", le="1.0") == 1
+    assert sample(metrics, "ensemble_batch_requests_sum") == 9
+    assert sample(metrics, "ensemble_batch_rows_sum") == 9
+
+
+async def test_a_batch_holds_at_most_max_rows_and_larger_requests_go_alone() -> None:
+    metrics = Metrics()
+    batcher = Batcher(4, NO_CAP, metrics)
+    server = servable("forest")
+    parts = [*one_row_parts("forest", 6), request_columns("forest", list(range(5)))]
+    answers = await asyncio.gather(*(batcher.predict(server, p, PROBA) for p in parts))
+    for answer, part in zip(answers, parts, strict=True):
+        assert_same(answer, server.predict(part, PROBA))
+    # Calls: the first alone, then the one-row ones as 4 + 1, and the 5-row one alone.
+    assert sample(metrics, "ensemble_batch_rows_count") == 4
+    assert sample(metrics, "ensemble_batch_rows_bucket", le="4.0") == 3
+    assert sample(metrics, "ensemble_batch_rows_bucket", le="2.0") == 2
+    assert sample(metrics, "ensemble_batch_requests_sum") == 7
+
+
+async def test_requests_with_other_options_or_models_are_not_joined() -> None:
+    metrics = Metrics()
+    batcher = Batcher(64, NO_CAP, metrics)
+    forest_model, boosting = servable("forest"), servable("boosting")
+    calls = [
+        (forest_model, request_columns("forest", [1]), PROBA),
+        (forest_model, request_columns("forest", [2]), PredictOptions()),
+        (forest_model, request_columns("forest", [3]), PROBA),
+        (boosting, request_columns("boosting", [4]), PROBA),
+        (forest_model, request_columns("forest", [5]), PROBA),
+        (boosting, request_columns("boosting", [6]), PROBA),
+    ]
+    answers = await asyncio.gather(*(batcher.predict(*call) for call in calls))
+    for answer, (server, part, options) in zip(answers, calls, strict=True):
+        assert_same(answer, server.predict(part, options))
+    # Each key's first alone; then forest probabilities [3, 5] joined, boosting [6] alone.
+    assert sample(metrics, "ensemble_batch_requests_count") == 5
+    assert sample(metrics, "ensemble_batch_requests_bucket", le="1.0") == 4
+
+
+def as_objects(columns: Columns, bad: bool = False) -> Columns:
+    """The columns as object arrays (as unchecked cells would be); ``bad``: a string in
+    the first, which no engine call takes."""
+    out = {name: array.astype(object) for name, array in columns.items()}
+    if bad:
+        out[next(iter(out))][0] = "oops"
+    return out
+
+
+async def test_a_failing_request_does_not_fail_its_batch_on_the_event_loop() -> None:
+    """A cell no engine takes makes the joined call fail; then each request is answered
+    alone, the failing one with its own error, the others as if never joined."""
+    metrics = Metrics()
+    batcher = Batcher(64, NO_CAP, metrics)
+    server = servable("forest")
+    parts = [as_objects(p, bad=i == 2) for i, p in enumerate(one_row_parts("forest", 6))]
+    answers = await asyncio.gather(
+        *(batcher.predict(server, p, PROBA) for p in parts), return_exceptions=True
+    )
+    assert isinstance(answers[2], ValueError)
+    for i, (answer, part) in enumerate(zip(answers, parts, strict=True)):
+        if i != 2:
+            assert not isinstance(answer, BaseException), answer
+            assert_same(answer, server.predict(part, PROBA))
+    # The joined call failed (not counted), then the five good ones were answered alone.
+    assert sample(metrics, "ensemble_batch_requests_count") == 5
+
+
+async def test_requests_whose_answers_are_summed_over_rows_are_answered_alone() -> None:
+    """Soft votes, linear members and std would move by an ulp if joined (numpy's sums
+    over the batch's shape): those requests never share a call."""
+    metrics = Metrics()
+    batcher = Batcher(64, NO_CAP, metrics)
+    calls = [
+        *(
+            (servable("regressor"), p, PredictOptions(return_std=True))
+            for p in one_row_parts("regressor", 3)
+        ),
+        *(
+            (servable("hard_voting"), p, PredictOptions(voting="soft", return_proba=True))
+            for p in one_row_parts("hard_voting", 3)
+        ),
+        *((servable("weighted_voting"), p, PROBA) for p in one_row_parts("weighted_voting", 3)),
+    ]
+    answers = await asyncio.gather(*(batcher.predict(*call) for call in calls))
+    for answer, (server, part, options) in zip(answers, calls, strict=True):
+        assert_same(answer, server.predict(part, options))
+    assert sample(metrics, "ensemble_batch_requests_count") == 9
+
+
+def test_worker_threads_join_the_call_running_for_their_key() -> None:
+    """Forest votes come from the members (a worker thread's work): requests queue behind
+    the running call and go together; the bad one fails alone."""
+    metrics = Metrics()
+    batcher = Batcher(64, NO_CAP, metrics)
+    server = servable("forest")
+    parts = [as_objects(p, bad=i == 5) for i, p in enumerate(one_row_parts("forest", 13))]
+    outcomes: list[Any] = [None] * len(parts)
+    start = threading.Barrier(len(parts))
+
+    def ask(i: int) -> None:
+        start.wait()
+        try:
+            outcomes[i] = batcher.predict_blocking(server, parts[i], VOTES)
+        except ValueError as exc:
+            outcomes[i] = exc
+
+    threads = [threading.Thread(target=ask, args=(i,)) for i in range(len(parts))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert isinstance(outcomes[5], ValueError)
+    for i, (outcome, part) in enumerate(zip(outcomes, parts, strict=True)):
+        if i != 5:
+            assert_same(outcome, server.predict(part, VOTES))
+    assert batcher._lanes == {}  # every lane closed once its queue was answered
+
+
+async def test_a_wait_of_zero_switches_batching_off() -> None:
+    metrics = Metrics()
+    batcher = Batcher(64, 0.0, metrics)
+    server = servable("forest")
+    parts = one_row_parts("forest", 4)
+    await asyncio.gather(*(batcher.predict(server, p, PROBA) for p in parts))
+    assert not batcher.enabled
+    assert sample(metrics, "ensemble_batch_requests_count") == 4
+    assert sample(metrics, "ensemble_batch_requests_sum") == 4
+
+
+# --- settings ---------------------------------------------------------------------------
+
+
+def test_batch_settings_defaults_environment_and_bounds(monkeypatch: pytest.MonkeyPatch) -> None:
+    defaults = Settings()
+    assert (defaults.batch_max_rows, defaults.batch_max_wait_ms) == (64, 1.0)
+    monkeypatch.setenv("ENSEMBLE_BATCH_MAX_ROWS", "16")
+    monkeypatch.setenv("ENSEMBLE_BATCH_MAX_WAIT_MS", "0")
+    assert (Settings().batch_max_rows, Settings().batch_max_wait_ms) == (16, 0.0)
+    for name, value in [
+        ("batch_max_rows", 0),
+        ("batch_max_wait_ms", -1),
+        ("batch_max_wait_ms", 5000),
+    ]:
+        with pytest.raises(ValidationError, match=name):
+            Settings(**{name: value})
+
+
+# --- through the HTTP API ---------------------------------------------------------------
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def iris_api(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[tuple[Any, Api]]:
+    settings = make_settings(tmp_path_factory.mktemp("batching"), batch_max_wait_ms=NO_CAP)
+    async for app, api in started(settings):
+        dataset = await api.iris()
+        await api.train("iris-rf", forest(dataset, n_estimators=10))
+        yield app, api
+
+
+def rows(n: int, start: int = 0) -> list[dict[str, Any]]:
+    frame = iris_frame()[IRIS_FEATURES]
+    return frame.iloc[start : start + n].to_dict(orient="records")  # type: ignore[return-value]
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_concurrent_api_requests_are_batched_with_unchanged_answers(
+    iris_api: tuple[Any, Api],
+) -> None:
+    app, api = iris_api
+    url = "/v1/models/iris-rf/versions/1/predict"
+    bodies: list[tuple[str, Any]] = []
+    for i in range(10):
+        bodies.append(
+            ("json", {"instances": rows(1 + i % 3, 10 * i), "options": {"return_proba": True}})
+        )
+    bodies.insert(4, ("json", {"instances": [{**rows(1)[0], "sepal_length": "x"}]}))
+    table = iris_frame()[IRIS_FEATURES].iloc[40:42].reset_index(drop=True)
+    bodies.insert(7, ("arrow", arrow_stream(pa_table(table))))
+
+    async def send(kind: str, body: Any) -> Any:
+        if kind == "arrow":
+            headers = {"content-type": ARROW}
+            return await api.client.post(url + "?return_proba=true", content=body, headers=headers)
+        return await api.client.post(url, json=body)
+
+    alone = [await send(*body) for body in bodies]  # one by one: no batch-mates
+    before = await batch_counts(api)
+    together = await asyncio.gather(*(send(*body) for body in bodies))
+    after = await batch_counts(api)
+    for one, joined in zip(alone, together, strict=True):
+        assert joined.status_code == one.status_code
+        if one.status_code == 200:
+            assert joined.content == one.content  # byte for byte
+        else:  # a problem names its own request
+            assert joined.json()["errors"] == one.json()["errors"]
+    assert together[4].status_code == 422
+    assert together[4].json()["errors"][0]["loc"] == ["instances", 0, "sepal_length"]
+    calls, requests = after[0] - before[0], after[1] - before[1]
+    assert requests == len(bodies) - 1  # every good request counted once
+    assert calls < requests  # and some shared a call
+    assert app.state.services.batcher.enabled
+
+
+def pa_table(frame: Any) -> Any:
+    import pyarrow as pa
+
+    return pa.Table.from_pandas(frame, preserve_index=False)
+
+
+async def batch_counts(api: Api) -> tuple[float, float]:
+    text = (await api.client.get("/metrics")).text
+    values = {}
+    for line in text.splitlines():
+        name, _, value = line.partition(" ")
+        if name in ("ensemble_batch_requests_count", "ensemble_batch_requests_sum"):
+            values[name] = float(value)
+    return values["ensemble_batch_requests_count"], values["ensemble_batch_requests_sum"]
+
+
+async def test_batching_switched_off_answers_each_request_alone(
+    settings_for: Callable[..., Settings],
+) -> None:
+    async for app, api in started(settings_for(batch_max_wait_ms=0)):
+        dataset = await api.iris()
+        await api.train("iris-rf", forest(dataset, n_estimators=5))
+        body = {"instances": rows(1), "options": {"return_proba": True}}
+        answers = await asyncio.gather(*(api.predict("iris-rf", 1, body) for _ in range(6)))
+        assert {a.status_code for a in answers} == {200}
+        assert len({a.content for a in answers}) == 1
+        calls, requests = await batch_counts(api)
+        assert calls == requests == 6
+        assert not app.state.services.batcher.enabled
+
+
+def test_a_batch_open_for_max_wait_takes_no_more_requests() -> None:
+    """The wait cap, on the loop's clock: a request finding the batch open for the whole
+    wait flushes it and starts the next one (no clock is read here: times are given)."""
+    from app.batching import _Open
+
+    batcher = Batcher(64, 1.0, Metrics())
+    server = servable("forest")
+    batch = _Open(server, PROBA, opened=10.0, rows=1)
+    assert batcher._fits(batch, server, 1, now=10.0009)
+    assert not batcher._fits(batch, server, 1, now=10.0011)
+    assert not batcher._fits(batch, server, 64, now=10.0)  # over the row cap
