@@ -211,18 +211,31 @@ def library_versions(pipeline: BaseEstimator | None = None) -> dict[str, str]:
     return versions
 
 
-def _pipeline_kinds(pipeline: BaseEstimator | None) -> list[Kind]:
-    """The kind of every estimator in ``pipeline``, at every level of nesting."""
+def _pipeline_parts(pipeline: BaseEstimator | None) -> list[tuple[object, Kind]]:
+    """Every estimator in ``pipeline``, at every level of nesting, with its kind."""
     if pipeline is None:
         return []
     parts = [pipeline, *pipeline.get_params(deep=True).values()]
-    kinds = [kind_of(p) for p in parts]  # CatBoost's classes are not BaseEstimators
-    return [kind for kind in kinds if kind is not None]
+    kinds = [(p, kind_of(p)) for p in parts]  # CatBoost's classes are not BaseEstimators
+    return [(part, kind) for part, kind in kinds if kind is not None]
+
+
+def _pipeline_kinds(pipeline: BaseEstimator | None) -> list[Kind]:
+    """The kind of every estimator in ``pipeline``, at every level of nesting."""
+    return [kind for _, kind in _pipeline_parts(pipeline)]
 
 
 def _kind_libraries(pipeline: BaseEstimator | None) -> list[str]:
-    """The ``libraries`` of every kind in ``pipeline``."""
-    return sorted({name for kind in _pipeline_kinds(pipeline) for name in kind.libraries})
+    """The ``libraries`` of every kind whose class in ``pipeline`` is this package's own
+    (XGBoost's regressor is the library's class, its classifier the service's)."""
+    return sorted(
+        {
+            name
+            for part, kind in _pipeline_parts(pipeline)
+            if type(part).__module__.startswith("ensembles.")
+            for name in kind.libraries
+        }
+    )
 
 
 def _library_modules(pipeline: BaseEstimator | None) -> list[str]:

@@ -65,7 +65,6 @@ def check_against_rows(
         counts = _class_counts(y_train) if task == "classification" else None
     if spec is None or n_train < 1:
         return problems
-    problems += _label_codes(spec, y, task)
     held = f"the {n_train} training rows"
     if n_train < n:
         held += f" left after holding out {n - n_train} of {n}"
@@ -84,27 +83,6 @@ def check_against_rows(
                 seen.add(problem.loc)
                 problems.append(problem)
     return problems
-
-
-def _label_codes(spec: EstimatorSpec, y: NDArray[Any], task: Task) -> list[Problem]:
-    """A top-level kind whose classifier takes only the labels 0..k-1 (XGBoost): its
-    model would predict those codes, not the table's classes.  As a member it is fine:
-    scikit-learn's ensembles hand their members the classes encoded as 0..k-1."""
-    kind = KINDS[spec.kind]
-    if task != "classification" or not kind.class_codes:
-        return []
-    labels = np.unique(np.asarray(y))
-    if labels.dtype.kind in "iu" and np.array_equal(labels, np.arange(len(labels))):
-        return []
-    shown_labels = ", ".join(repr(v) for v in labels[:5].tolist())
-    msg = (
-        f"'{kind.name}' at the top level classifies only targets whose classes are the "
-        f"integers 0..k-1 (its model predicts those); this target has {shown_labels}"
-        f"{', ...' if len(labels) > 5 else ''}: encode them as 0..{len(labels) - 1}, or "
-        f"make '{kind.name}' the member of an ensemble (bagging, voting, stacking), which "
-        "encodes them"
-    )
-    return [Problem(("target",), msg)]
 
 
 def _class_counts(y: NDArray[Any]) -> dict[Any, int]:

@@ -63,22 +63,13 @@ def _ensembles(task: Task) -> dict[str, Spec]:
             "estimators": members,
         },
         "adaboost_mh": {"kind": "adaboost_mh", "params": {"n_estimators": 20}},
-        "xgboost": _xgboost(task),
+        "xgboost": {"kind": "xgboost", "params": {"n_estimators": 12, "max_depth": 3}},
         "lightgbm": {
             "kind": "lightgbm",
             "params": {"n_estimators": 12, "num_leaves": 7, "min_child_samples": 5},
         },
         "catboost": {"kind": "catboost", "params": {"iterations": 12, "depth": 3}},
     }
-
-
-def _xgboost(task: Task) -> Spec:
-    """XGBoost classifies only classes 0..k-1 at the top level (the service refuses other
-    labels there); as a member, its ensemble encodes the table's classes for it."""
-    xgboost = {"kind": "xgboost", "params": {"n_estimators": 12, "max_depth": 3}}
-    if task == "regression":
-        return xgboost
-    return {"kind": "bagging", "params": {"n_estimators": 2}, "estimator": xgboost}
 
 
 # Base learners' own parameters where their defaults would not beat chance here.

@@ -67,7 +67,7 @@ def _by_class() -> dict[type, Kind]:
     a class answer every fitted question alike)."""
     found: dict[type, Kind] = {}
     for kind in (*KINDS.values(), *LIBRARY_KINDS):
-        for cls in (*kind.classes.values(), *kind.becomes.values()):
+        for cls in (*kind.classes.values(), *kind.becomes.values(), *kind.also_fitted_as.values()):
             found.setdefault(cls, kind)
     return found
 

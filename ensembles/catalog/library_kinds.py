@@ -64,9 +64,8 @@ XGBOOST = Kind(
     "xgboost",
     description="XGBoost's gradient-boosted trees (XGBClassifier / XGBRegressor), "
     "categories and missing values handled natively.",
-    classes=classes_of(
-        "xgboost", {"classification": "XGBClassifier", "regression": "XGBRegressor"}
-    ),
+    classes=xgboost_kind.classes(),
+    also_fitted_as=xgboost_kind.library_classes(),
     params=(
         P("n_estimators", N_EST, 100, "Boosting rounds."),
         P("max_depth", Int(0, 1000), 6, "Depth of each tree (0: no limit, hist only)."),
@@ -101,7 +100,8 @@ XGBOOST = Kind(
     fit_rounds=xgboost_kind.fit_rounds,
     stages=Stages(xgboost_kind.rounds_kept, xgboost_kind.predict_at),
     library=Library("xgboost", "xgboost", "boosting"),
-    class_codes=True,
+    # Its classifier is the service's subclass (the table's classes: xgboost_labels).
+    libraries=("ensemble-service",),
     compiled="xgboost",
     explain=native.xgboost_attribution,
     raw_scores=native.xgboost_margin,

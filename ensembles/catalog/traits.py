@@ -215,8 +215,9 @@ class Kind:
     # Its multiclass ``predict`` answers a column of labels (CatBoost): the service reads
     # them flattened; scikit-learn's hard voting and AdaBoost, which count them, refuse it.
     column_labels: bool = False
-    # Its classifier takes only the labels 0..k-1 (XGBoost): other labels are refused.
-    class_codes: bool = False
+    # Classes its fitted models may also hold, read by ``kind_of`` only: what versions
+    # stored before its class changed hold (XGBoost's own classifier).
+    also_fitted_as: Mapping[Task, type] = field(default_factory=dict)
     # A third-party library the estimator needs (None: scikit-learn's or the service's).
     library: Library | None = None
     # A boolean parameter that, when true, wraps the estimator in CalibratedClassifierCV
@@ -244,8 +245,9 @@ class Kind:
     hardest_rows: HardestRows | None = None
     stop_note: StopNote | None = None
     fitted_curves: FittedCurves | None = None
-    # Distributions beyond scikit-learn's stack that loading its fitted model needs (its
-    # own class is in the artifact): the version's lineage gives their versions.
+    # Distributions beyond scikit-learn's stack that loading its fitted model needs where
+    # its own class (one of this package's) is in the artifact: the version's lineage
+    # gives their versions.
     libraries: tuple[str, ...] = ()
     # Plots only this kind's versions have (ensembles.plots.catalog names them).
     own_plots: tuple[str, ...] = ()

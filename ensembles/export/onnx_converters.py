@@ -15,10 +15,13 @@ import functools
 import importlib
 from typing import Any
 
+from ensembles.catalog.library_kinds import LIBRARY_KINDS
+from ensembles.tasks import Task
 
-def _attempt(library: str, classes: tuple[str, str], converter: tuple[str, str]) -> list[str]:
+
+def _attempt(library: str, converter: tuple[str, str]) -> tuple[str, ...]:
     try:
-        module = importlib.import_module(library)
+        importlib.import_module(library)
         convert = getattr(importlib.import_module(converter[0]), converter[1])
         from skl2onnx import update_registered_converter
         from skl2onnx.common.shape_calculator import (
@@ -26,20 +29,35 @@ def _attempt(library: str, classes: tuple[str, str], converter: tuple[str, str])
             calculate_linear_regressor_output_shapes,
         )
     except ImportError:
-        return []
-    classifier: Any = getattr(module, classes[0])
-    regressor: Any = getattr(module, classes[1])
-    update_registered_converter(
-        classifier,
-        f"{library}{classes[0]}",
-        calculate_linear_classifier_output_shapes,
-        convert,
-        options={"nocl": [True, False], "zipmap": [True, False, "columns"]},
-    )
-    update_registered_converter(
-        regressor, f"{library}{classes[1]}", calculate_linear_regressor_output_shapes, convert
-    )
-    return [f"{library}.{name}" for name in classes]
+        return ()
+    registered = []
+    for task, cls in _library_classes(library):
+        classifier = task == "classification"
+        update_registered_converter(
+            cls,
+            f"{library}{cls.__name__}",
+            calculate_linear_classifier_output_shapes
+            if classifier
+            else calculate_linear_regressor_output_shapes,
+            convert,
+            options={"nocl": [True, False], "zipmap": [True, False, "columns"]}
+            if classifier
+            else None,
+        )
+        registered.append(f"{cls.__module__}.{cls.__name__}")
+    return tuple(registered)
+
+
+def _library_classes(library: str) -> list[tuple[Task, Any]]:
+    """The classes of the kinds of ``library``, per task: those the kind builds and those
+    older versions hold (skl2onnx finds a converter by the exact class; XGBoost's kind
+    builds a subclass of its classifier, whose classes_ onnxmltools reads as any)."""
+    found: dict[type, Task] = {}
+    for kind in LIBRARY_KINDS:
+        if kind.library is not None and kind.library.module == library:
+            for classes in (kind.classes, kind.also_fitted_as):
+                found.update({cls: task for task, cls in classes.items()})
+    return [(task, cls) for cls, task in found.items()]
 
 
 @functools.cache
@@ -48,12 +66,10 @@ def register_boosting_converters() -> tuple[str, ...]:
     return (
         *_attempt(
             "xgboost",
-            ("XGBClassifier", "XGBRegressor"),
             ("onnxmltools.convert.xgboost.operator_converters.XGBoost", "convert_xgboost"),
         ),
         *_attempt(
             "lightgbm",
-            ("LGBMClassifier", "LGBMRegressor"),
             ("onnxmltools.convert.lightgbm.operator_converters.LightGbm", "convert_lightgbm"),
         ),
     )

@@ -1,6 +1,7 @@
-"""XGBoost as a kind: how the spec becomes an ``XGBClassifier`` / ``XGBRegressor``, how its
-rounds are fitted (progress, cancel and early stopping through a training callback that
-is removed after the fit) and its staged answers.  Imports xgboost only when called.
+"""XGBoost as a kind: its classes (the classifier takes the table's own classes:
+:mod:`ensembles.kinds.xgboost_labels`), how the spec becomes one, how its rounds are
+fitted (progress, cancel and early stopping through a training callback that is removed
+after the fit) and its staged answers.  Imports xgboost only when called.
 """
 
 from __future__ import annotations
@@ -13,13 +14,40 @@ from ensembles.kinds.boosting_library import (
     Round,
     RoundFit,
     check_cancel,
+    classes_of,
     fit_report,
     positions_types,
     validation_split,
 )
 from ensembles.tasks import Task
 
-__all__ = ["categorical_params", "estimator_params", "fit_rounds", "predict_at", "rounds_kept"]
+__all__ = [
+    "categorical_params",
+    "classes",
+    "estimator_params",
+    "fit_rounds",
+    "library_classes",
+    "predict_at",
+    "rounds_kept",
+]
+
+LIBRARY_CLASSES: dict[Task, str] = {"classification": "XGBClassifier", "regression": "XGBRegressor"}
+
+
+def library_classes() -> dict[Task, type]:
+    """The library's own classes (stand-ins when it is not installed): what versions
+    stored before the classifier took the table's classes hold."""
+    return classes_of("xgboost", LIBRARY_CLASSES)
+
+
+def classes() -> dict[Task, type]:
+    """The classes the kind builds: the classifier that takes any classes, the library's
+    regressor; the library's own (stand-ins) when it is not installed."""
+    try:
+        from ensembles.kinds.xgboost_labels import LabelledXGBClassifier
+    except ImportError:
+        return library_classes()
+    return library_classes() | {"classification": LabelledXGBClassifier}
 
 
 def estimator_params(task: Task, params: dict[str, Any]) -> dict[str, Any]:

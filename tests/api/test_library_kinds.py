@@ -12,9 +12,11 @@ import catboost
 import joblib
 import lightgbm
 import numpy as np
+import onnxruntime
 import pytest
 import xgboost
 
+from ensembles.export.onnx_format import feeds
 from tests.api.support import IRIS_FEATURES, Api, diabetes_frame, iris_frame, locs, records
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
@@ -74,6 +76,59 @@ async def test_xgboost_regression_is_served_with_the_library_in_its_lineage(api:
     np.testing.assert_allclose(
         response.json()["predictions"], pipeline.predict(frame[features]), rtol=0, atol=1e-9
     )
+
+
+async def test_xgboost_classifies_a_table_s_own_classes_at_the_top_level(api: Api) -> None:
+    """iris's species are names, not 0..k-1: trained with early stopping, served by the
+    compiled engine, explained, answered on /v2 and exported to ONNX with those names."""
+    ensemble = {
+        "kind": "xgboost",
+        "params": {"n_estimators": 200, "max_depth": 3, "early_stopping_rounds": 5},
+    }
+    version = await _version(api, "xgbc", {"dataset_id": await api.iris(), "target": "species",
+                                           "ensemble": ensemble})  # fmt: skip
+    classes = ["setosa", "versicolor", "virginica"]
+    assert version["metrics"]["stopping"]["validation_rows"] == 12
+    assert version["metrics"]["holdout"]["accuracy"] > 0.8
+    assert version["inference"]["engine"] == "treelite-gtil", version["inference"]
+    assert version["artifact"]["library_versions"]["xgboost"] == xgboost.__version__
+    assert "ensemble-service" in version["artifact"]["library_versions"]
+    pipeline = await _artifact(api, "xgbc")
+    assert isinstance(pipeline[-1], xgboost.XGBClassifier)
+    assert pipeline[-1].classes_.tolist() == classes
+    frame = iris_frame()
+    rows = frame[IRIS_FEATURES]
+    body = {"instances": records(frame, IRIS_FEATURES), "options": {"return_proba": True}}
+    response = await api.predict("xgbc", 1, body)
+    assert response.status_code == 200, response.text
+    answer = response.json()
+    assert answer["classes"] == classes
+    assert answer["predictions"] == pipeline.predict(rows).tolist()
+    assert set(answer["predictions"]) == set(classes)
+    np.testing.assert_allclose(
+        answer["probabilities"], pipeline.predict_proba(rows), rtol=0, atol=1e-9
+    )
+    explained = {"instances": records(frame, IRIS_FEATURES)[:5], "options": {"explain": True}}
+    response = await api.predict("xgbc", 1, explained)
+    assert response.status_code == 200, response.text
+    explanations = response.json()["explanations"]
+    assert (explanations["method"], explanations["space"]) == ("tree_shap", "margin")
+    assert sorted(explanations["base_values"]) == classes
+    assert explanations["additivity_error"] <= 1e-6
+    inputs = [
+        {"name": c, "shape": [3, 1], "datatype": "FP64", "data": frame[c][:3].tolist()}
+        for c in IRIS_FEATURES
+    ]
+    response = await api.client.post("/v2/models/xgbc/versions/1/infer", json={"inputs": inputs})
+    assert response.status_code == 200, response.text
+    [labels] = [o for o in response.json()["outputs"] if o["name"] == "predictions"]
+    assert labels["data"] == answer["predictions"][:3]
+    response = await api.client.get("/v1/models/xgbc/versions/1/export/onnx")
+    assert response.status_code == 200, response.text
+    assert "label_agreement=1;" in response.headers["X-Export-Fidelity"] + ";"
+    session = onnxruntime.InferenceSession(response.content, providers=["CPUExecutionProvider"])
+    onnx_labels, _ = session.run(None, feeds(rows, IRIS_FEATURES))
+    assert list(onnx_labels) == answer["predictions"]
 
 
 async def test_catboost_with_categories_and_early_stopping_is_trained_and_served(
@@ -166,11 +221,6 @@ async def test_progress_counts_rounds_and_a_cancel_stops_the_fit(api: Api) -> No
             "unknown parameter 'leaves'",
         ),
         (
-            {"kind": "xgboost"},
-            ["target"],
-            "integers 0..k-1",
-        ),
-        (
             {
                 "kind": "voting",
                 "estimators": [
@@ -181,7 +231,7 @@ async def test_progress_counts_rounds_and_a_cancel_stops_the_fit(api: Api) -> No
             "top-level",
         ),
     ],
-    ids=["objective", "out_of_range", "unknown", "xgboost_labels", "nested_early_stopping"],
+    ids=["objective", "out_of_range", "unknown", "nested_early_stopping"],
 )
 async def test_bad_specs_are_refused_at_submit_time(
     api: Api, ensemble: dict[str, Any], loc: list[Any], says: str

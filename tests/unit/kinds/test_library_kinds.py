@@ -18,13 +18,15 @@ import pandas as pd
 import pytest
 import xgboost
 from sklearn.model_selection import train_test_split
+from sklearn.preprocessing import LabelEncoder
 
 from ensembles import prepare
-from ensembles.catalog import KINDS, catalog_document
+from ensembles.catalog import KINDS, catalog_document, kind_of
 from ensembles.data import TrainingData, select_training_data, table_from_frame
 from ensembles.errors import SpecError, TrainingCancelledError
 from ensembles.inference import inference_verdict
 from ensembles.inference.cells import unseen_categories
+from ensembles.inference.result import PredictOptions
 from ensembles.jobs import library_versions
 from ensembles.kinds.boosting_library import NO_MEMBERS_NOTE
 from ensembles.parallel import MemberPool
@@ -106,7 +108,9 @@ def test_the_model_is_the_library_fitted_directly_on_the_same_rows(name: str, ta
     X_train, y_train = _train_rows(data, task)
     direct = _direct(name, task, PARAMS[name]).fit(np.asarray(X_train, dtype=float), y_train)
     stored = model.pipeline[-1]
-    assert type(stored) is LIBRARY[name][task]
+    # XGBoost's classifier is the kind's subclass (the table's classes; see below).
+    assert isinstance(stored, LIBRARY[name][task])
+    assert type(stored) is LIBRARY[name][task] or (name, task) == ("xgboost", "classification")
     # Fitted with the job's threads, stored with one (a fitted CatBoost model refuses
     # set_params: it keeps them, and its predict takes every core whatever it holds).
     stored_threads = THREADS if name == "catboost" else 1
@@ -330,15 +334,102 @@ def test_early_stopping_is_refused_on_a_nested_member() -> None:
     assert "top-level" in problem.msg
 
 
-def test_xgboost_refuses_classes_other_than_0_to_k_minus_1_at_submit() -> None:
-    spec = resolve_ensemble(parse_estimator_spec({"kind": "xgboost"}), "classification")
-    y = np.array(["a", "b", "c"] * 20, dtype=object)
-    [problem] = check_against_rows(spec, HOLDOUT, y, "classification", RS)
-    assert problem.loc == ("target",) and "0..2" in problem.msg
-    assert check_against_rows(spec, HOLDOUT, np.array([0, 1, 2] * 20), "classification", RS) == []
-    raw = {"kind": "bagging", "estimator": {"kind": "xgboost"}}
-    nested = resolve_ensemble(parse_estimator_spec(raw), "classification")
-    assert check_against_rows(nested, HOLDOUT, y, "classification", RS) == []
+def _named_classes(task_rows: str, names: list[str]) -> TrainingData:
+    """A bundled table whose target holds class names instead of the codes 0..k-1."""
+    frame = training_data(task_rows)
+    y = np.asarray(names, dtype=object)[np.asarray(frame.y)]
+    return select_training_data(table_from_frame(frame.X.assign(label=y)), "label")
+
+
+@pytest.mark.parametrize(
+    ("table", "names"),
+    [("wine", ["barolo", "grignolino", "barbera"]), ("breast_cancer", ["neg", "pos"])],
+    ids=["multiclass", "binary"],
+)
+def test_xgboost_takes_the_table_s_own_classes_at_the_top_level(
+    table: str, names: list[str]
+) -> None:
+    """XGBoost's classifier takes only the codes 0..k-1: the kind's model is the library
+    fitted directly on the encoded classes, answering the classes (sorted, as scikit-learn's
+    classifiers order them); the compiled engine, margins and explanations agree."""
+    data = _named_classes(table, names)
+    spec = resolve_ensemble(parse_estimator_spec({"kind": "xgboost", "params": PARAMS["xgboost"]}),
+                            "classification")  # fmt: skip
+    assert check_against_rows(spec, HOLDOUT, np.asarray(data.y), "classification", RS) == []
+    model = train(data, spec, HOLDOUT, RS)
+    X_train, y_train = _train_rows(data, "classification")
+    encoder = LabelEncoder().fit(y_train)
+    direct = _direct("xgboost", "classification", PARAMS["xgboost"])
+    direct.fit(np.asarray(X_train, dtype=float), encoder.transform(y_train))
+    stored = model.pipeline[-1]
+    assert isinstance(stored, xgboost.XGBClassifier)
+    assert stored.classes_.tolist() == sorted(names)
+    assert model.signature.classes == tuple(sorted(names))
+    Xt = np.asarray(data.X, dtype=float)
+    labels = encoder.inverse_transform(direct.predict(Xt))
+    np.testing.assert_array_equal(model.pipeline.predict(data.X), labels)
+    np.testing.assert_array_equal(model.pipeline.predict_proba(data.X), direct.predict_proba(Xt))
+    np.testing.assert_array_equal(
+        stored.predict(Xt, output_margin=True), direct.predict(Xt, output_margin=True)
+    )
+    inference = inference_verdict(model.pipeline, "classification", model.train_rows, RS)
+    assert inference["engine"] == "treelite-gtil", inference
+    servable = prepare(model.pipeline, model.signature, inference)
+    answer = servable.answer({c: data.X[c].to_numpy() for c in data.X.columns}, with_proba=True)
+    np.testing.assert_array_equal(answer.predictions, labels)
+    np.testing.assert_allclose(answer.probabilities, direct.predict_proba(Xt), rtol=0, atol=1e-9)
+    explained = model.metrics.explanations
+    assert explained is not None and set(explained["mean_abs"]) <= set(names)
+    holdout = model.metrics.holdout
+    assert holdout is not None and holdout["accuracy"] > 0.8
+    assert "ensemble-service" in library_versions(model.pipeline)
+
+
+def test_xgboost_early_stopping_validates_on_the_table_s_own_classes() -> None:
+    data = _named_classes("wine", ["barolo", "grignolino", "barbera"])
+    params = {"n_estimators": 200, "learning_rate": 0.5, "early_stopping_rounds": 3}
+    _, model = _train("xgboost", "classification", params, data)
+    stopping = model.metrics.stopping
+    assert stopping is not None and stopping["best_iteration"] < 200, stopping
+    assert set(model.pipeline.predict(data.X)) <= {"barolo", "grignolino", "barbera"}
+
+
+def test_xgboost_members_answer_the_table_s_own_classes_and_votes() -> None:
+    """As a voting member (the ensemble hands it codes): labels, votes and probabilities
+    from the compiled engine and from scikit-learn's members agree."""
+    data = _named_classes("wine", ["barolo", "grignolino", "barbera"])
+    raw = {
+        "kind": "voting",
+        "params": {"voting": "hard"},
+        "estimators": [
+            {"name": "xgb", "kind": "xgboost", "params": PARAMS["xgboost"]},
+            {"name": "tree", "kind": "decision_tree", "params": {"max_depth": 3}},
+            {"name": "xgb2", "kind": "xgboost", "params": {"n_estimators": 5}},
+        ],
+    }
+    model = train(data, resolve_ensemble(parse_estimator_spec(raw), "classification"), HOLDOUT, RS)
+    inference = inference_verdict(model.pipeline, "classification", model.train_rows, RS)
+    servable = prepare(model.pipeline, model.signature, inference)
+    columns = {c: data.X[c].to_numpy() for c in data.X.columns}
+    answer = servable.predict(columns, PredictOptions(return_votes=True))
+    expected = model.pipeline.predict(data.X)
+    assert answer.predictions == expected.tolist()
+    assert set(expected) <= {"barolo", "grignolino", "barbera"}
+    assert answer.votes is not None
+    for votes, label in zip(answer.votes, expected, strict=True):
+        assert sum(votes.values()) == 3 and votes[label] == max(votes.values())
+
+
+def test_only_the_service_s_own_classes_put_it_in_the_lineage() -> None:
+    _, model = _train("xgboost", "regression", PARAMS["xgboost"])
+    assert type(model.pipeline[-1]) is xgboost.XGBRegressor
+    assert "ensemble-service" not in library_versions(model.pipeline)
+
+
+def test_a_version_holding_xgboost_s_own_classifier_is_still_an_xgboost_version() -> None:
+    """Versions trained before the kind's subclass hold the library's classifier."""
+    assert kind_of(xgboost.XGBClassifier()) is KINDS["xgboost"]
+    assert kind_of(xgboost.XGBRegressor()) is KINDS["xgboost"]
 
 
 NESTED = [
