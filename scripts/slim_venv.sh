@@ -45,10 +45,58 @@ rm -rf "$SITE"/pyarrow/include "$SITE"/pyarrow/src "$SITE"/numpy/_core/include
 find "$SITE" -type f \( -name '*.a' -o -name '*.pxd' -o -name '*.pyx' -o -name '*.pxi' \) -delete
 step "headers, Cython sources, static libraries"
 
-# Symbol tables of shared libraries: dynamic linking uses .dynsym, which strip keeps.
-while IFS= read -r -d '' lib; do
-    if [[ $(head -c 4 "$lib") == $'\x7fELF' ]]; then strip --strip-unneeded "$lib"; fi
-done < <(find "$SITE" -type f -name '*.so*' -print0)
+# Symbol tables of shared libraries: dynamic linking uses .dynsym, which strip keeps. A
+# library patchelf edited (auditwheel's grafted *.libs, RPATHs) can come out of strip with
+# its loadable segments moved ("ELF load command address/offset not page-aligned"): each
+# stripped copy replaces its original only if its segments load exactly as before.
+python3 - "$SITE" <<'PY'
+import os, shutil, struct, subprocess, sys, tempfile
+
+def segments(path):
+    """The PT_LOAD program headers (offset, address, file size, memory size, alignment)."""
+    with open(path, "rb") as f:
+        head = f.read(64)
+        if head[:4] != b"\x7fELF" or head[4] != 2:  # 64-bit ELF only
+            return None
+        end = "<" if head[5] == 1 else ">"
+        phoff, = struct.unpack_from(end + "Q", head, 0x20)
+        phentsize, phnum = struct.unpack_from(end + "HH", head, 0x36)
+        f.seek(phoff)
+        table = f.read(phentsize * phnum)
+    loads = []
+    for i in range(phnum):
+        kind, _, offset, vaddr, _, filesz, memsz, align = struct.unpack_from(
+            end + "IIQQQQQQ", table, i * phentsize)
+        if kind == 1:
+            loads.append((offset, vaddr, filesz, memsz, align))
+    return loads
+
+def loads_as_before(before, after):
+    return after is not None and len(before) == len(after) and all(
+        (a[1], a[3], a[4]) == (b[1], b[3], b[4]) and (a[1] - a[0]) % max(a[4], 4096) == 0
+        for a, b in zip(after, before))
+
+stripped = kept = 0
+for root, _, files in os.walk(sys.argv[1]):
+    for name in files:
+        path = os.path.join(root, name)
+        if ".so" not in name or os.path.islink(path):
+            continue
+        before = segments(path)
+        if before is None:
+            continue
+        fd, copy = tempfile.mkstemp(dir=root)
+        os.close(fd)
+        subprocess.run(["strip", "--strip-unneeded", "-o", copy, path], check=True)
+        if loads_as_before(before, segments(copy)):
+            shutil.copymode(path, copy)
+            os.replace(copy, path)
+            stripped += 1
+        else:
+            os.remove(copy)
+            kept += 1
+print(f"slim_venv: stripped {stripped} shared libraries, kept {kept} as they were (patchelf)")
+PY
 step "symbol tables (strip --strip-unneeded)"
 
 # Bytecode: none shipped for the whole tree (pip was told --no-compile); the build stage
