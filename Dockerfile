@@ -86,7 +86,8 @@ RUN --mount=type=secret,id=pipcert,required=false \
 COPY scripts/slim_venv.sh ./scripts/
 RUN bash scripts/slim_venv.sh /opt/venv \
     && /opt/venv/bin/python -B -P -c 'import app.main, app.jobs.worker, catboost, lightgbm, xgboost, shap, skl2onnx, onnxmltools, onnxruntime, skops.io, distributed, psycopg, boto3' \
-    && /opt/venv/bin/python -P -c 'import app.main, app.jobs.worker' \
+    && /opt/venv/bin/python -B -P -c 'import io, pyarrow as pa, pyarrow.dataset, pyarrow.parquet as pq; b = io.BytesIO(); pq.write_table(pa.table({"x": [1.5]}), b); assert pq.read_table(io.BytesIO(b.getvalue()))["x"][0].as_py() == 1.5' \
+    && /opt/venv/bin/python -P -c 'import app.__main__, app.main, app.jobs.worker' \
     && du -sm /opt/venv
 
 # ---------------------------------------------------------------------------------------

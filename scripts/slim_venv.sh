@@ -45,6 +45,14 @@ rm -rf "$SITE"/pyarrow/include "$SITE"/pyarrow/src "$SITE"/numpy/_core/include
 find "$SITE" -type f \( -name '*.a' -o -name '*.pxd' -o -name '*.pyx' -o -name '*.pxi' \) -delete
 step "headers, Cython sources, static libraries"
 
+# pyarrow's optional components the service never loads, which pyarrow treats as a build
+# without them (pyarrow.flight and pyarrow.fs.S3FileSystem raise ImportError; Parquet,
+# datasets, compute stay): Arrow Flight RPC, and Arrow's own S3 client (the object store
+# is boto3's, ENSEMBLE_OBJECT_STORE).
+rm -f "$SITE"/pyarrow/libarrow_flight.so* "$SITE"/pyarrow/libarrow_python_flight.so* \
+    "$SITE"/pyarrow/_flight.*.so "$SITE"/pyarrow/libarrow_s3.so* "$SITE"/pyarrow/_s3fs.*.so
+step "pyarrow's Flight and S3 libraries"
+
 # Symbol tables of shared libraries: dynamic linking uses .dynsym, which strip keeps. A
 # library patchelf edited (auditwheel's grafted *.libs, RPATHs) can come out of strip with
 # its loadable segments moved ("ELF load command address/offset not page-aligned"): each
