@@ -1,0 +1,188 @@
+"""The Docker image's build stage: what it installs (scripts/image_requirements.py) and
+what it removes (scripts/slim_venv.sh), each checked on real packages; `make
+docker-smoke` then proves the image they make trains and serves."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPTS = ROOT / "scripts"
+
+
+def _load_image_requirements() -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "image_requirements", SCRIPTS / "image_requirements.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+image_requirements = _load_image_requirements()
+
+
+def test_the_image_installs_every_runtime_requirement_and_its_extras() -> None:
+    with_deps, no_deps = image_requirements.split(image_requirements.image_requirements())
+    assert no_deps == [r for r in no_deps if r.startswith("catboost")] and no_deps
+    installed = {image_requirements._name(r) for r in with_deps + no_deps}
+    assert {"fastapi", "scikit-learn", "pyarrow", "psycopg", "boto3", "distributed"} <= installed
+    assert {"skl2onnx", "onnxruntime", "xgboost-cpu", "lightgbm", "catboost", "shap"} <= installed
+    assert not {"plotly", "graphviz"} & installed
+
+
+def test_catboost_keeps_its_runtime_requirements_but_not_the_plotting_ones() -> None:
+    kept = {image_requirements._name(r) for r in image_requirements.kept_dependencies("catboost")}
+    assert {"numpy", "pandas", "scipy", "six"} <= kept
+    assert not {"plotly", "graphviz"} & kept
+
+
+def test_pip_check_passes_only_what_the_image_leaves_out() -> None:
+    output = (
+        "catboost 1.2.10 requires plotly, which is not installed.\n"
+        "catboost 1.2.10 requires graphviz, which is not installed.\n"
+    )
+    assert image_requirements.unexpected_problems(output) == []
+    assert image_requirements.unexpected_problems("No broken requirements found.\n") == []
+    broken = (
+        "catboost 1.2.10 requires six, which is not installed.\n"
+        "shap 0.51.0 requires numba, which is not installed.\n"
+        "catboost 1.2.10 has requirement numpy<3.0,>=1.16.0, but you have numpy 3.0.0.\n"
+    )
+    assert image_requirements.unexpected_problems(broken) == broken.splitlines()
+
+
+def test_catboost_trains_and_predicts_without_plotly_or_graphviz() -> None:
+    """The image installs CatBoost with --no-deps: nothing the service calls may need them."""
+    script = """
+import sys
+from importlib.abc import MetaPathFinder
+
+class LeftOut(MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("plotly", "graphviz"):
+            raise ImportError(f"{name} is not in the image")
+        return None
+
+sys.meta_path.insert(0, LeftOut())
+import pandas as pd
+from sklearn.datasets import load_iris
+from catboost import CatBoostClassifier, CatBoostRegressor
+
+X, y = load_iris(return_X_y=True, as_frame=True)
+X = X.assign(kind=pd.Series(["a", "b", "c"] * 50).astype("category"))
+model = CatBoostClassifier(
+    iterations=20, depth=3, random_seed=0, verbose=False, thread_count=1, cat_features=["kind"]
+)
+model.fit(X, y)
+assert (model.predict(X).ravel() == y).mean() > 0.9
+assert model.predict_proba(X).shape == (150, 3)
+regressor = CatBoostRegressor(iterations=20, random_seed=0, verbose=False, thread_count=1)
+regressor.fit(X.drop(columns="kind"), X["petal length (cm)"])
+assert regressor.predict(X.drop(columns="kind")).shape == (150,)
+print(sorted(m for m in sys.modules if m.split(".")[0] in ("plotly", "graphviz")))
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+def _fake_venv(tmp_path: Path) -> Path:
+    """A venv's site-packages with real packages copied in (markupsafe: a C extension with
+    a symbol table; numpy: extensions and an OpenBLAS that auditwheel's patchelf edited,
+    which a plain strip breaks) and the kinds of files the image leaves out or keeps."""
+    site = tmp_path / "venv" / "lib" / "python3.11" / "site-packages"
+    installed = Path(sysconfig.get_paths()["purelib"])
+    for package in ("markupsafe", "numpy", "numpy.libs"):
+        shutil.copytree(installed / package, site / package)
+    files = {
+        "pkg/__init__.py": "",
+        "pkg/tests/test_pkg.py": "",
+        "pkg/sub/tests/test_sub.py": "",
+        "pkg/testing/__init__.py": "",  # a package's testing helpers are imported by others
+        "pkg/tests.py": "",  # a module named tests (jinja2.tests) is code
+        "pkg/__pycache__/__init__.cpython-311.pyc": "",
+        "pkg-1.0.dist-info/METADATA": "Name: pkg\n",
+        "pyarrow/include/arrow/api.h": "",
+        "pyarrow/lib.pxd": "",
+        "pyarrow/libarrow_flight.so.2600": "",
+        "pyarrow/_s3fs.cpython-311-x86_64-linux-gnu.so": "",
+        "pyarrow/libparquet.so.2600": "",  # Parquet bodies: kept
+        "joblib/test/test_memory.py": "",
+    }
+    for name, text in files.items():
+        (site / name).parent.mkdir(parents=True, exist_ok=True)
+        (site / name).write_text(text)
+    return site
+
+
+@pytest.mark.skipif(shutil.which("strip") is None, reason="binutils' strip is not installed")
+def test_slim_venv_removes_what_never_runs_and_keeps_what_does(tmp_path: Path) -> None:
+    site = _fake_venv(tmp_path)
+    (extension,) = (site / "markupsafe").glob("_speedups*.so")
+    before = extension.stat().st_size
+    done = subprocess.run(
+        ["bash", str(SCRIPTS / "slim_venv.sh"), str(tmp_path / "venv")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    left = {p.relative_to(site).as_posix() for p in site.rglob("*") if p.is_file()}
+    assert {"pkg/__init__.py", "pkg/testing/__init__.py", "pkg/tests.py"} <= left
+    assert {"pkg-1.0.dist-info/METADATA", "pyarrow/libparquet.so.2600"} <= left
+    gone = [
+        p for p in left if re.search(r"/tests/|/test/|include/|\.pxd$|\.a$|\.pyc$|flight|s3fs", p)
+    ]
+    assert gone == []
+    assert extension.stat().st_size < before  # its symbol table went
+    sections = subprocess.run(
+        ["readelf", "-S", str(extension)], capture_output=True, text=True, check=True
+    ).stdout
+    assert ".dynsym" in sections and ".symtab" not in sections
+    # The stripped extension still loads and works (its dynamic symbols are kept).
+    check = (
+        "import markupsafe._speedups as s, numpy as np; "
+        "print(s._escape_inner('<a>'), np.ones((3, 3)) @ np.arange(3.0))"
+    )
+    env = {**os.environ, "PYTHONPATH": str(site), "PYTHONDONTWRITEBYTECODE": "1"}
+    loaded = subprocess.run(
+        [sys.executable, "-c", check], env=env, capture_output=True, text=True, check=False
+    )
+    assert loaded.returncode == 0, loaded.stderr
+    assert loaded.stdout.strip() == "&lt;a&gt; [3. 3. 3.]"
+    assert "bundled test suites" in done.stdout
+    assert re.search(r"stripped [1-9]\d* shared libraries, kept [1-9]", done.stdout)
+
+
+def test_the_build_context_lets_in_every_file_the_dockerfile_copies() -> None:
+    """.dockerignore is an allow-list: a COPY of a file it leaves out fails the build."""
+    allowed = [
+        line[1:].rstrip("/")
+        for line in (ROOT / ".dockerignore").read_text().splitlines()
+        if line.startswith("!")
+    ]
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    sources = [
+        source
+        for line in re.findall(r"^COPY (?!--from)(.+)$", dockerfile, flags=re.MULTILINE)
+        for source in line.split()[:-1]
+    ]
+    assert "scripts/slim_venv.sh" in sources
+    for source in sources:
+        assert (ROOT / source).exists(), source
+        assert any(source == a or source.startswith(f"{a}/") for a in allowed), source
