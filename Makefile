@@ -32,8 +32,12 @@ lint: $(DEV_STAMP)
 typecheck: $(DEV_STAMP)
 	$(BIN)/mypy
 
+# In parallel (pytest-xdist): PYTEST_WORKERS processes (auto: one per core), each test file
+# whole on one worker (--dist loadfile), so a module's trained models and live servers are
+# built once. Every server a test starts takes a free port and its own temporary folder.
+PYTEST_WORKERS ?= auto
 pytest: $(DEV_STAMP) test-deps
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n $(PYTEST_WORKERS) --dist loadfile
 
 # System programs the tests run for real (PostgreSQL's server, ...), installed from Debian
 # when missing and we are root: see scripts/test_deps.sh.
