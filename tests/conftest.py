@@ -21,6 +21,21 @@ def pytest_configure(config: pytest.Config) -> None:
     use_test_credentials()
 
 
+# Files handed out first under pytest-xdist (whole files per worker, in collection order):
+# the longest ones, so that no worker is left alone at the end with one of them. The
+# client-libraries file builds its own virtualenv on a fresh clone (minutes), the other
+# end-to-end files start real servers. Order within a file is kept.
+FIRST = ("tests/e2e/test_oip_clients.py", "tests/e2e/", "tests/api/test_rollout.py")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        path = item.nodeid.split("::", 1)[0]
+        return next((i for i, prefix in enumerate(FIRST) if path.startswith(prefix)), len(FIRST))
+
+    items.sort(key=rank)  # stable: every other file keeps its place
+
+
 @pytest.fixture(scope="session")
 def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
     """One moto server for the session, started on first use, stopped at the end."""
