@@ -83,12 +83,15 @@ from catboost import CatBoostClassifier, CatBoostRegressor
 X, y = load_iris(return_X_y=True, as_frame=True)
 X = X.assign(kind=pd.Series(["a", "b", "c"] * 50).astype("category"))
 model = CatBoostClassifier(
-    iterations=20, depth=3, random_seed=0, verbose=False, thread_count=1, cat_features=["kind"]
+    iterations=20, depth=3, random_seed=0, verbose=False, thread_count=1, cat_features=["kind"],
+    allow_writing_files=False,
 )
 model.fit(X, y)
 assert (model.predict(X).ravel() == y).mean() > 0.9
 assert model.predict_proba(X).shape == (150, 3)
-regressor = CatBoostRegressor(iterations=20, random_seed=0, verbose=False, thread_count=1)
+regressor = CatBoostRegressor(
+    iterations=20, random_seed=0, verbose=False, thread_count=1, allow_writing_files=False
+)
 regressor.fit(X.drop(columns="kind"), X["petal length (cm)"])
 assert regressor.predict(X.drop(columns="kind")).shape == (150,)
 print(sorted(m for m in sys.modules if m.split(".")[0] in ("plotly", "graphviz")))
