@@ -128,8 +128,7 @@ class Batcher:
         total = batch.rows + rows
         if total > self.max_rows or now - batch.opened >= self.max_wait:
             return False
-        engine = servable.engine_for(batch.rows)
-        return servable.engine_for(total) is engine and servable.engine_for(rows) is engine
+        return _one_engine(servable, batch.rows, rows)
 
     def _flush(self, key: Hashable, batch: _Open) -> None:
         if self._open.get(key) is not batch:
@@ -206,14 +205,12 @@ class Batcher:
         """The next batch from ``queue`` (in order, within the row cap and one engine)."""
         if not queue:
             return []
-        engine = servable.engine_for(queue[0].rows)
         taken: list[_Job] = []
         kept: list[_Job] = []
         total = 0
         for job in queue:
             joined = total + job.rows
-            same = servable.engine_for(joined) is engine and servable.engine_for(job.rows) is engine
-            if not taken or (joined <= self.max_rows and same):
+            if not taken or (joined <= self.max_rows and _one_engine(servable, total, job.rows)):
                 taken.append(job)
                 total = joined
             else:
@@ -249,6 +246,12 @@ class Batcher:
         prediction = servable.predict(columns, options)
         self.metrics.observe_batch(len(prediction.predictions), 1)
         return prediction
+
+
+def _one_engine(servable: Servable, rows: int, more: int) -> bool:
+    """Would ``rows`` joined by ``more`` rows be answered by the engine each gets alone?"""
+    engine = servable.engine_for(rows)
+    return servable.engine_for(rows + more) is engine and servable.engine_for(more) is engine
 
 
 def _on_event_loop() -> bool:
