@@ -29,6 +29,7 @@ import numpy as np
 
 from ensembles.data import select_training_data, table_from_frame
 from ensembles.explain.explanation import explain
+from ensembles.explain.trees import preload
 from ensembles.specs import EvaluationSpec, parse_estimator_spec
 from ensembles.training import train
 from ensembles.validation import resolve_ensemble
@@ -159,7 +160,7 @@ def main() -> None:
     parser.add_argument("--trainings", type=int, default=5)
     parser.add_argument("--no-service", action="store_true", help="in process only")
     args = parser.parse_args()
-    import shap  # noqa: F401  (imported once, as a service's first explanation does)
+    preload()  # shap's compiled TreeSHAP, loaded once, as a service's first explanation does
 
     in_process(args.requests)
     training_overhead(args.trainings)

@@ -31,8 +31,8 @@ log = logging.getLogger("app.worker")
 
 EXIT_SERVER_GONE = 70
 
-# The fork server preloads this module: shap, which metrics.explanations uses, is imported
-# there once rather than in every job's process.
+# The fork server preloads this module: shap's compiled TreeSHAP, which
+# metrics.explanations uses, is loaded there once rather than in every job's process.
 preload_explanations()
 
 

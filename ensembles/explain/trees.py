@@ -1,10 +1,12 @@
-"""Exact TreeSHAP (path-dependent: each tree's own covers stand for the data) through the
-``shap`` library: scikit-learn's trees, forests, extra trees and histogram gradient boosting
-as ``shap`` reads them; gradient boosting's per-class trees and a single tree's hard labels
-as tree tables handed to the same algorithm.
+"""Exact TreeSHAP (path-dependent: each tree's own covers stand for the data) of
+scikit-learn's trees, forests, extra trees and histogram gradient boosting, read into tree
+tables here as shap's ``TreeEnsemble`` reads them (its float32 inputs, normalised class
+fractions, missing-value directions, offsets); gradient boosting's per-class trees and a
+single tree's hard labels as tree tables of their own. The algorithm is shap's compiled
+one (:mod:`ensembles.explain.treeshap`), called without ``import shap``, which would load
+numba and LLVM for nothing.
 
-``shap`` is imported on first use; its explainers are built once per fitted model and
-output, and kept as long as the model lives.
+The tables are built once per fitted model and output, and kept as long as the model lives.
 """
 
 from __future__ import annotations
@@ -18,6 +20,17 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 from sklearn.base import is_classifier
+from sklearn.dummy import DummyRegressor
+from sklearn.ensemble import (
+    ExtraTreesClassifier,
+    ExtraTreesRegressor,
+    GradientBoostingRegressor,
+    HistGradientBoostingClassifier,
+    HistGradientBoostingRegressor,
+    RandomForestClassifier,
+    RandomForestRegressor,
+)
+from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
 
 from ensembles.explain.attribution import (
     Attribution,
@@ -25,28 +38,26 @@ from ensembles.explain.attribution import (
     FloatArray,
     Output,
 )
+from ensembles.explain.treeshap import DenseTrees, dense, extension
 
-_EXPLAINERS: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
+_DENSE: weakref.WeakKeyDictionary[Any, dict[str, DenseTrees]] = weakref.WeakKeyDictionary()
 _LOCK = threading.Lock()
-
-
-def shap_module() -> Any:
-    """``shap``, or the 501 that names the extra providing it."""
-    try:
-        import shap
-    except ImportError:
-        raise ExplainUnavailableError(
-            "explanations need the optional 'explain' extra (the shap library): "
-            "pip install 'ensemble-service[explain]'"
-        ) from None
-    return shap
+_FORESTS = (
+    RandomForestClassifier,
+    RandomForestRegressor,
+    ExtraTreesClassifier,
+    ExtraTreesRegressor,
+)
+_HISTOGRAM = (HistGradientBoostingClassifier, HistGradientBoostingRegressor)
+_SINGLE = (DecisionTreeClassifier, DecisionTreeRegressor)
+_READ = (*_FORESTS, *_HISTOGRAM, *_SINGLE, GradientBoostingRegressor)
 
 
 def preload() -> None:
-    """Import shap now if it is installed (a process that forks workers imports it once,
-    ~2 s, instead of each worker's first explanation)."""
+    """Load the compiled TreeSHAP now if the extra is installed (a process that forks
+    workers loads it once, instead of each worker's first explanation)."""
     with contextlib.suppress(ExplainUnavailableError):
-        shap_module()
+        extension()
 
 
 def native_output(estimator: Any, space: str) -> Output:
@@ -63,7 +74,9 @@ def tree_attribution(
     if output == native_output(estimator, space):
         if hasattr(estimator, "estimators_") and output == "margin" and _staged(estimator):
             return _run(estimator, "boosted", Xt, lambda: _boosting_model(estimator, Xt))
-        return _run(estimator, output, Xt, lambda: estimator)
+        if not isinstance(estimator, _READ):
+            return None
+        return _run(estimator, output, Xt, lambda: _tables(estimator))
     tree = getattr(estimator, "tree_", None)
     if output == "votes" and tree is not None:
         return _run(estimator, output, Xt, lambda: {"trees": [tree_table(tree, _one_hot(tree))]})
@@ -85,24 +98,90 @@ def _staged(estimator: Any) -> bool:
     return np.ndim(estimator.estimators_) == 2
 
 
-def _run(estimator: Any, key: str, Xt: NDArray[Any], model: Any) -> Attribution:
-    explainer = _explainer(estimator, key, model)
-    values = explainer.shap_values(np.asarray(Xt, dtype=np.float64), check_additivity=False)
-    phi = np.stack(values, axis=-1) if isinstance(values, list) else np.asarray(values)
-    if phi.ndim == 2:
-        phi = phi[:, :, None]
-    base = np.atleast_1d(np.asarray(explainer.expected_value, dtype=np.float64)).reshape(-1)
-    return Attribution(base, np.ascontiguousarray(phi.transpose(0, 2, 1)), "tree_shap")
-
-
-def _explainer(estimator: Any, key: str, model: Any) -> Any:
+def _run(
+    estimator: Any, key: str, Xt: NDArray[Any], model: Callable[[], dict[str, Any]]
+) -> Attribution:
     with _LOCK:
-        cached = _EXPLAINERS.setdefault(estimator, {}).get(key)
-    if cached is None:
-        cached = shap_module().TreeExplainer(model())
+        trees = _DENSE.setdefault(estimator, {}).get(key)
+    if trees is None:
+        trees = dense(model())
         with _LOCK:
-            _EXPLAINERS[estimator][key] = cached
-    return cached
+            _DENSE[estimator][key] = trees
+    return trees.attribution(Xt)
+
+
+def _tables(estimator: Any) -> dict[str, Any]:
+    """The tree tables of a scikit-learn tree model of ``_READ``, as shap reads it."""
+    if isinstance(estimator, _HISTOGRAM):
+        return _histogram_tables(estimator)
+    if isinstance(estimator, _SINGLE):
+        members, scaling = [estimator], 1.0
+    elif isinstance(estimator, _FORESTS):
+        members, scaling = list(estimator.estimators_), 1.0 / len(estimator.estimators_)
+    else:
+        members, scaling = list(estimator.estimators_[:, 0]), float(estimator.learning_rate)
+    fractions = is_classifier(estimator)  # class fractions, however weighted
+    trees = [_sklearn_table(member.tree_, fractions, scaling) for member in members]
+    offset = _init_offset(estimator) if isinstance(estimator, GradientBoostingRegressor) else 0.0
+    return {"trees": trees, "base_offset": offset, "input_dtype": np.float32}
+
+
+def _sklearn_table(tree: Any, fractions: bool, scaling: float) -> dict[str, Any]:
+    values = tree.value.reshape(tree.value.shape[0], tree.value.shape[1] * tree.value.shape[2])
+    if fractions:
+        values = (values.T / values.sum(1)).T
+    left = tree.children_left
+    return {
+        "children_left": left,
+        "children_right": tree.children_right,
+        "children_default": np.where(tree.missing_go_to_left, left, tree.children_right),
+        "features": tree.feature,
+        "thresholds": tree.threshold,
+        "values": values * scaling,
+        "node_sample_weight": tree.weighted_n_node_samples,
+    }
+
+
+def _init_offset(estimator: GradientBoostingRegressor) -> Any:
+    """The raw score gradient boosting starts from: its init estimator's constant."""
+    init = estimator.init_
+    if isinstance(init, DummyRegressor):
+        return init.constant_[0]
+    if isinstance(init, str) and init == "zero":
+        return 0.0
+    row = np.zeros((1, estimator.n_features_in_))
+    summed = sum(
+        float(estimator.learning_rate) * m.predict(row)[0] for m in estimator.estimators_[:, 0]
+    )
+    return float(estimator.predict(row)[0]) - summed
+
+
+def _histogram_tables(estimator: Any) -> dict[str, Any]:
+    """Histogram boosting's predictors, one per iteration and output, each tree in its
+    own output; missing values go where the split sent them at training."""
+    per_iteration = len(estimator._predictors[0])
+    trees = []
+    for predictors in estimator._predictors:
+        for k, predictor in enumerate(predictors):
+            nodes = predictor.nodes
+            leaf = nodes["is_leaf"].astype(bool)
+            left = np.where(leaf, -1, nodes["left"])
+            right = np.where(leaf, -1, nodes["right"])
+            values = np.zeros((len(nodes), per_iteration))
+            values[:, k] = nodes["value"]
+            trees.append(
+                {
+                    "children_left": left,
+                    "children_right": right,
+                    "children_default": np.where(nodes["missing_go_to_left"], left, right),
+                    "features": np.where(leaf, -2, nodes["feature_idx"]),
+                    "thresholds": nodes["num_threshold"],
+                    "values": values,
+                    "node_sample_weight": nodes["count"],
+                }
+            )
+    offset = np.asarray(estimator._baseline_prediction, dtype=np.float64).reshape(-1)
+    return {"trees": trees, "base_offset": offset, "input_dtype": np.float64}
 
 
 def _boosting_model(estimator: Any, Xt: NDArray[Any]) -> dict[str, Any]:

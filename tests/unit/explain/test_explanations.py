@@ -101,8 +101,9 @@ def test_tree_families_equal_shaps_own_tree_explainer(spec: dict[str, Any], task
     explained, Xt = _explained(model, _rows(task, 40))
     base, phi = _shap(model.pipeline[-1], Xt)
     assert explained.method == "tree_shap" and explained.exact
-    np.testing.assert_allclose(explained.base, base, atol=TOL)
-    np.testing.assert_allclose(explained.contributions, phi, atol=TOL)
+    # The same compiled algorithm on the same tables: bit for bit.
+    np.testing.assert_array_equal(explained.base, base)
+    np.testing.assert_array_equal(explained.contributions, phi)
 
 
 def test_a_decision_tree_equals_shap() -> None:
@@ -259,15 +260,57 @@ def test_without_shap_an_explanation_names_the_extra_to_install() -> None:
     """In a fresh interpreter where ``import shap`` fails, as where the extra is absent."""
     code = (
         "import sys; sys.modules['shap'] = None\n"
-        "from ensembles.explain.trees import shap_module\n"
+        "from ensembles.explain.treeshap import extension\n"
         "from ensembles.explain.attribution import ExplainUnavailableError\n"
-        "try:\n    shap_module()\nexcept ExplainUnavailableError as e:\n"
+        "try:\n    extension()\nexcept ExplainUnavailableError as e:\n"
         "    print(e.code, e)\n"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
     ).stdout
     assert out.startswith("explain_unavailable") and "ensemble-service[explain]" in out
+
+
+FRESH_EXPLANATIONS = """
+import sys
+import numpy as np
+from sklearn import datasets
+from ensembles.data import select_training_data, table_from_frame
+from ensembles.explain.explanation import explain
+from ensembles.specs import EvaluationSpec, parse_estimator_spec
+from ensembles.training import train
+from ensembles.validation import resolve_ensemble
+
+table = datasets.load_wine(as_frame=True).frame
+training = select_training_data(table_from_frame(table), "target")
+holdout = EvaluationSpec(holdout_fraction=0.25, cv_folds=0)
+rows = table.drop(columns="target").iloc[:5]
+for kind, size in [("random_forest", "n_estimators"), ("gradient_boosting", "n_estimators"),
+                   ("hist_gradient_boosting", "max_iter"), ("adaboost_mh", "n_estimators")]:
+    spec = parse_estimator_spec({"kind": kind, "params": {size: 5}})
+    model = train(training, resolve_ensemble(spec, "classification"), holdout, 3)
+    Xt = np.asarray(model.pipeline[0].transform(rows), dtype=np.float64)
+    explained = explain(model.pipeline, "classification", Xt, model.signature.classes)
+    print(kind, explained.method, model.metrics.explanations["method"])
+print(*sorted({"shap", "numba", "llvmlite"} & set(sys.modules)))  # shap._cext alone is
+"""
+
+
+def test_tree_explanations_never_import_shap_nor_numba() -> None:
+    """shap's compiled TreeSHAP is loaded on its own: ``import shap`` would load numba and
+    LLVM (168 MB of the image, which installs shap without them) for nothing."""
+    out = subprocess.run(
+        [sys.executable, "-c", FRESH_EXPLANATIONS],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=300,
+    ).stdout.splitlines()
+    assert out[:-1] == [
+        f"{kind} tree_shap tree_shap"
+        for kind in ("random_forest", "gradient_boosting", "hist_gradient_boosting", "adaboost_mh")
+    ]
+    assert out[-1] == ""  # neither shap nor numba nor llvmlite was imported
 
 
 def test_training_records_mean_abs_contributions_and_the_reference_row() -> None:
