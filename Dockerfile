@@ -49,7 +49,8 @@ WORKDIR /src
 # export extra (skops and ONNX exports, docs/export.md) and its boosting extra (the kinds
 # xgboost, lightgbm, catboost; xgboost-cpu: no CUDA libraries) and its explain extra (shap).
 # scripts/image_requirements.py lists them; CatBoost goes in without plotly and graphviz,
-# which only its plotting methods import.
+# which only its plotting methods import, and shap without numba and llvmlite (LLVM): the
+# service loads only shap's compiled TreeSHAP, never `import shap`.
 COPY pyproject.toml ./
 COPY scripts/image_requirements.py ./scripts/
 RUN --mount=type=secret,id=pipcert,required=false \
@@ -78,7 +79,8 @@ RUN --mount=type=secret,id=pipcert,required=false \
     && /opt/venv/bin/python scripts/image_requirements.py check
 
 # Slim the venv (no tests, headers, static libraries, symbol tables, installer, bytecode)
-# and prove that what the service uses still imports (-B: writing no bytecode); then
+# and prove that what the service uses still imports, and that TreeSHAP runs without
+# numba (-B: writing no bytecode); then
 # compile the bytecode of what a server process and the training fork server import at
 # start (the venv is read-only to the service: without it every start would compile it
 # again); the rest compiles in memory when a process first imports it. -P: the installed
@@ -87,7 +89,8 @@ RUN --mount=type=secret,id=pipcert,required=false \
 # before this stage removed anything); the check is Parquet, not that.
 COPY scripts/slim_venv.sh ./scripts/
 RUN bash scripts/slim_venv.sh /opt/venv \
-    && /opt/venv/bin/python -B -P -c 'import app.main, app.jobs.worker, catboost, lightgbm, xgboost, shap, skl2onnx, onnxmltools, onnxruntime, skops.io, distributed, psycopg, boto3' \
+    && /opt/venv/bin/python -B -P -c 'import app.main, app.jobs.worker, catboost, lightgbm, xgboost, skl2onnx, onnxmltools, onnxruntime, skops.io, distributed, psycopg, boto3' \
+    && /opt/venv/bin/python -B -P -c 'import numpy as np; from sklearn.ensemble import RandomForestClassifier as F; from ensembles.explain.trees import tree_attribution as t; X = np.arange(40.0).reshape(20, 2); assert t(F(3, random_state=0).fit(X, X[:, 0] > 9), X, "proba", "probability").method == "tree_shap"' \
     && /opt/venv/bin/python -B -P -c 'import io, os, pyarrow as pa, pyarrow.dataset, pyarrow.parquet as pq; b = io.BytesIO(); pq.write_table(pa.table({"x": [1.5]}), b); assert pq.read_table(io.BytesIO(b.getvalue()))["x"][0].as_py() == 1.5; os._exit(0)' \
     && /opt/venv/bin/python -P -c 'import app.__main__, app.main, app.jobs.worker' \
     && du -sm /opt/venv

@@ -11,7 +11,8 @@
 #   5. upload a small CSV table, train a model (?wait=true), predict with it; then one model
 #      of each boosting library (xgboost, lightgbm, catboost: the image's boosting extra),
 #      each trained at the top level on the table's 'neg'/'pos' classes and predicting,
-#      with the engine that serves it;
+#      with the engine that serves it; a random forest's explained prediction (TreeSHAP
+#      from shap's compiled extension, without numba) and its training's explanations;
 #   6. start a long training job, podman stop (SIGTERM) and require exit code 0; start the
 #      container again on the same volume: the job is failed, version 1 still predicts;
 #      stop it again (exit 0);
@@ -468,6 +469,26 @@ train_and_serve_libraries() { # one model per boosting library, trained and pred
     done
 }
 
+explain_trees() { # exact TreeSHAP in the image, which installs shap without numba
+    API_TIMEOUT=$((TRAIN_TIMEOUT + 30)) api 201 POST "/v1/models/$MODEL-trees/versions?wait=true" \
+        -H "Authorization: Bearer $TRAIN_KEY" -H 'Content-Type: application/json' \
+        -d '{"dataset_id": "'"$DATASET_ID"'", "target": "label", "random_state": 0,
+             "evaluation": {"holdout_fraction": 0.25},
+             "ensemble": {"kind": "random_forest", "params": {"n_estimators": 20}}}'
+    local trained
+    trained=$(json '(b["metrics"].get("explanations") or {}).get("method")')
+    log "     metrics.explanations at training: $trained"
+    [[ $trained == tree_shap ]] || die "training recorded no TreeSHAP explanations"
+    api 200 POST "/v1/models/$MODEL-trees/versions/latest/predict" \
+        -H "Authorization: Bearer $READ_KEY" -H 'Content-Type: application/json' \
+        -d '{"instances": [{"x1": 1.5, "x2": 0.5, "color": "red"},
+                           {"x1": -1.2, "x2": -0.8, "color": "blue"}],
+             "options": {"explain": true}}'
+    log "     explained: $(json 'b["explanations"]["method"]'), additivity error $(json 'b["explanations"]["additivity_error"]'), contributions of row 1 $(json 'b["explanations"]["contributions"][0]["pos"]')"
+    [[ $(json 'b["explanations"]["method"]') == tree_shap ]] || die "no TreeSHAP explanation"
+    [[ $(json 'b["explanations"]["additivity_error"] <= 1e-6') == True ]] || die "not additive"
+}
+
 # --- 6. stop, restart on the same volume, stop ---------------------------------------------
 start_long_job() { # a job that is still running when SIGTERM comes
     api 202 POST "/v1/models/$MODEL/versions" \
@@ -556,6 +577,7 @@ step "upload table" upload_table
 step "train (?wait=true)" train_model
 step "predict" predict
 step "boosting libraries: train and serve" train_and_serve_libraries
+step "explain (TreeSHAP)" explain_trees
 step "start a long job" start_long_job
 step "stop (SIGTERM) during the job" stop_container
 step "restart on the same volume" restart_same_volume

@@ -3,7 +3,9 @@
 The image takes the runtime dependencies and the extras in IMAGE_EXTRAS. A package in
 WITHOUT is installed with ``--no-deps`` and then its own requirements except the ones
 named there: CatBoost requires plotly and graphviz (70 MB) for its plotting methods only,
-which it imports when one is called; training and predicting never do.
+which it imports when one is called; training and predicting never do. shap requires
+numba and llvmlite (168 MB) at `import shap`, which the service never runs: it loads only
+shap's compiled TreeSHAP extension.
 
     python3 image_requirements.py requirements   # pip install -r: all but WITHOUT's packages
     python3 image_requirements.py no-deps        # pip install --no-deps -r: WITHOUT's packages
@@ -22,7 +24,12 @@ from pathlib import Path
 
 PYPROJECT = Path(__file__).resolve().parent.parent / "pyproject.toml"
 IMAGE_EXTRAS = ("postgres", "s3", "dask", "export", "boosting", "explain")
-WITHOUT = {"catboost": frozenset({"plotly", "graphviz"})}
+WITHOUT = {
+    "catboost": frozenset({"plotly", "graphviz"}),
+    # The service loads only shap's compiled TreeSHAP (ensembles/explain/treeshap.py), never
+    # `import shap`, which is what needs numba and its LLVM (168 MB).
+    "shap": frozenset({"numba", "llvmlite"}),
+}
 
 # pip check's line for a requirement that is not installed.
 MISSING = re.compile(r"^(\S+) \S+ requires (\S+), which is not installed\.$")
