@@ -53,6 +53,17 @@ rm -f "$SITE"/pyarrow/libarrow_flight.so* "$SITE"/pyarrow/libarrow_python_flight
     "$SITE"/pyarrow/_flight.*.so "$SITE"/pyarrow/libarrow_s3.so* "$SITE"/pyarrow/_s3fs.*.so
 step "pyarrow's Flight and S3 libraries"
 
+# botocore's models of AWS services (one folder each, 440 of them): the service's only
+# client is S3's (ensembles/registry/stores/s3.py), and botocore itself makes clients of
+# STS, SSO, SSO OIDC and sign-in for the standard credential chain (assumed roles, web
+# identity, SSO, login). botocore reads a model when a client of its service is made, so
+# the others are never read; the endpoint, partition and retry tables stay.
+if [[ -d $SITE/botocore/data ]]; then
+    find "$SITE/botocore/data" -mindepth 1 -maxdepth 1 -type d \
+        ! -name s3 ! -name sts ! -name sso ! -name sso-oidc ! -name signin -exec rm -rf {} +
+fi
+step "botocore's models but S3's and the credentials'"
+
 # Symbol tables of shared libraries: dynamic linking uses .dynsym, which strip keeps. A
 # library patchelf edited (auditwheel's grafted *.libs, RPATHs) can come out of strip with
 # its loadable segments moved ("ELF load command address/offset not page-aligned"): each
@@ -106,6 +117,34 @@ for root, _, files in os.walk(sys.argv[1]):
 print(f"slim_venv: stripped {stripped} shared libraries, kept {kept} as they were (patchelf)")
 PY
 step "symbol tables (strip --strip-unneeded)"
+
+# Identical copies of one shared library (wheels carry no symbolic links: pyarrow's
+# libarrow_python.so, .so.2600 and .so.2600.1.0; the same libgomp, libgfortran and
+# libquadmath grafted into several packages' *.libs): each further copy becomes a relative
+# link to the first. Only libraries (lib*.so*), never a Python extension module.
+python3 - "$SITE" <<'PY'
+import hashlib, os, sys
+
+first, linked = {}, 0
+for root, dirs, files in sorted(os.walk(sys.argv[1])):
+    dirs.sort()
+    for name in sorted(files):
+        path = os.path.join(root, name)
+        module = ".cpython-" in name or ".abi3." in name  # a Python extension module
+        if not name.startswith("lib") or ".so" not in name or module or os.path.islink(path):
+            continue
+        if os.path.getsize(path) == 0:
+            continue
+        with open(path, "rb") as f:
+            digest = hashlib.sha256(f.read()).hexdigest()
+        original = first.setdefault((os.path.getsize(path), digest), path)
+        if original != path:
+            os.remove(path)
+            os.symlink(os.path.relpath(original, root), path)
+            linked += 1
+print(f"slim_venv: {linked} copies of shared libraries linked to their first copy")
+PY
+step "identical copies of shared libraries"
 
 # Bytecode: none shipped for the whole tree (pip was told --no-compile); the build stage
 # compiles what a server process imports at start (the Dockerfile), the rest compiles in

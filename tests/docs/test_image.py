@@ -119,6 +119,9 @@ def _fake_venv(tmp_path: Path) -> Path:
     installed = Path(sysconfig.get_paths()["purelib"])
     for package in ("markupsafe", "numpy", "numpy.libs"):
         shutil.copytree(installed / package, site / package)
+    # The same libraries grafted into a second package (as scipy.libs holds numpy.libs'
+    # libgfortran and libquadmath).
+    shutil.copytree(installed / "numpy.libs", site / "other.libs")
     files = {
         "pkg/__init__.py": "",
         "pkg/tests/test_pkg.py": "",
@@ -133,6 +136,10 @@ def _fake_venv(tmp_path: Path) -> Path:
         "pyarrow/_s3fs.cpython-311-x86_64-linux-gnu.so": "",
         "pyarrow/libparquet.so.2600": "",  # Parquet bodies: kept
         "joblib/test/test_memory.py": "",
+        "botocore/data/endpoints.json": "{}",
+        "botocore/data/s3/2006-03-01/service-2.json.gz": "",
+        "botocore/data/sts/2011-06-15/service-2.json.gz": "",
+        "botocore/data/ec2/2016-11-15/service-2.json.gz": "",
     }
     for name, text in files.items():
         (site / name).parent.mkdir(parents=True, exist_ok=True)
@@ -178,6 +185,54 @@ def test_slim_venv_removes_what_never_runs_and_keeps_what_does(tmp_path: Path) -
     assert loaded.stdout.strip() == "&lt;a&gt; [3. 3. 3.]"
     assert "bundled test suites" in done.stdout
     assert re.search(r"stripped [1-9]\d* shared libraries, kept [1-9]", done.stdout)
+    models = {p.name for p in (site / "botocore" / "data").iterdir()}
+    assert models == {"endpoints.json", "s3", "sts"}
+    for library in (site / "other.libs").iterdir():  # each a link to numpy.libs' copy
+        assert library.is_symlink()
+        assert library.resolve() == (site / "numpy.libs" / library.name).resolve()
+    assert not any(p.is_symlink() for p in (site / "numpy.libs").iterdir())
+    assert not any(p.is_symlink() for p in site.rglob("*.cpython-*.so"))
+
+
+@pytest.mark.skipif(shutil.which("strip") is None, reason="binutils' strip is not installed")
+def test_the_object_store_works_with_the_images_botocore(tmp_path: Path) -> None:
+    """The image keeps botocore's models of S3 and the credential chain's services only:
+    the S3 store's contract tests pass on such a botocore (the moto server keeps its own)."""
+    site = tmp_path / "venv" / "lib" / "python3.11" / "site-packages"
+    shutil.copytree(Path(sysconfig.get_paths()["purelib"]) / "botocore", site / "botocore")
+    done = subprocess.run(
+        ["bash", str(SCRIPTS / "slim_venv.sh"), str(tmp_path / "venv")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert {p.name for p in (site / "botocore" / "data").iterdir() if p.is_dir()} == {
+        "s3",
+        "sts",
+        "sso",
+        "sso-oidc",
+        "signin",
+    }
+    script = f"""
+import sys
+sys.path.insert(0, {str(site)!r})
+import botocore, pytest
+assert botocore.__file__.startswith({str(site)!r}), botocore.__file__
+sys.exit(pytest.main(["-q", "-p", "no:cacheprovider", "-p", "no:xdist", "-k", "s3",
+                      "tests/unit/registry/test_store_contract.py"]))
+"""
+    tested = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        cwd=ROOT,
+    )
+    assert tested.returncode == 0, tested.stdout[-3000:] + tested.stderr[-3000:]
+    assert re.search(r"\b[1-9]\d* passed", tested.stdout)
 
 
 def test_the_build_context_lets_in_every_file_the_dockerfile_copies() -> None:
