@@ -64,6 +64,13 @@ if [[ -d $SITE/botocore/data ]]; then
 fi
 step "botocore's models but S3's and the credentials'"
 
+# ONNX Runtime's Python tools for making models (transformer graph optimisation,
+# quantisation, format conversion), which `import onnxruntime` never loads: the ONNX export
+# only runs an InferenceSession (ensembles/export/onnx_format.py).
+rm -rf "$SITE"/onnxruntime/transformers "$SITE"/onnxruntime/quantization \
+    "$SITE"/onnxruntime/tools
+step "ONNX Runtime's model tools"
+
 # Symbol tables of shared libraries: dynamic linking uses .dynsym, which strip keeps. A
 # library patchelf edited (auditwheel's grafted *.libs, RPATHs) can come out of strip with
 # its loadable segments moved ("ELF load command address/offset not page-aligned"): each

@@ -111,6 +111,40 @@ print(sorted(m for m in sys.modules if m.split(".")[0] in ("plotly", "graphviz")
     assert done.stdout.strip().splitlines()[-1] == "[]"
 
 
+def test_onnx_exports_run_without_onnx_runtimes_model_tools() -> None:
+    """The image leaves out onnxruntime.transformers, .quantization and .tools: the ONNX
+    export tests pass where importing them fails."""
+    script = """
+import sys
+from importlib.abc import MetaPathFinder
+
+LEFT_OUT = ("onnxruntime.transformers", "onnxruntime.quantization", "onnxruntime.tools")
+
+class LeftOut(MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.startswith(LEFT_OUT):
+            raise ImportError(f"{name} is not in the image")
+        return None
+
+sys.meta_path.insert(0, LeftOut())
+import pytest
+code = pytest.main(["-q", "-p", "no:cacheprovider", "-p", "no:xdist", "tests/unit/export/",
+                    "-k", "onnx_converts or graph_takes or imputer"])
+print(any(m.startswith(LEFT_OUT) for m in sys.modules))
+sys.exit(code)
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert " passed" in done.stdout and done.stdout.strip().splitlines()[-1] == "False"
+
+
 def _fake_venv(tmp_path: Path) -> Path:
     """A venv's site-packages with real packages copied in (markupsafe: a C extension with
     a symbol table; numpy: extensions and an OpenBLAS that auditwheel's patchelf edited,
@@ -140,6 +174,11 @@ def _fake_venv(tmp_path: Path) -> Path:
         "botocore/data/s3/2006-03-01/service-2.json.gz": "",
         "botocore/data/sts/2011-06-15/service-2.json.gz": "",
         "botocore/data/ec2/2016-11-15/service-2.json.gz": "",
+        "onnxruntime/__init__.py": "",
+        "onnxruntime/capi/__init__.py": "",
+        "onnxruntime/transformers/__init__.py": "",
+        "onnxruntime/quantization/__init__.py": "",
+        "onnxruntime/tools/__init__.py": "",
     }
     for name, text in files.items():
         (site / name).parent.mkdir(parents=True, exist_ok=True)
@@ -185,6 +224,7 @@ def test_slim_venv_removes_what_never_runs_and_keeps_what_does(tmp_path: Path) -
     assert loaded.stdout.strip() == "&lt;a&gt; [3. 3. 3.]"
     assert "bundled test suites" in done.stdout
     assert re.search(r"stripped [1-9]\d* shared libraries, kept [1-9]", done.stdout)
+    assert {p.name for p in (site / "onnxruntime").iterdir()} == {"__init__.py", "capi"}
     models = {p.name for p in (site / "botocore" / "data").iterdir()}
     assert models == {"endpoints.json", "s3", "sts"}
     for library in (site / "other.libs").iterdir():  # each a link to numpy.libs' copy
