@@ -20,18 +20,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 from sklearn.base import is_classifier
-from sklearn.dummy import DummyRegressor
-from sklearn.ensemble import (
-    ExtraTreesClassifier,
-    ExtraTreesRegressor,
-    GradientBoostingRegressor,
-    HistGradientBoostingClassifier,
-    HistGradientBoostingRegressor,
-    RandomForestClassifier,
-    RandomForestRegressor,
-)
-from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
 
+from ensembles.catalog import kind_of
 from ensembles.explain.attribution import (
     Attribution,
     ExplainUnavailableError,
@@ -42,15 +32,9 @@ from ensembles.explain.treeshap import DenseTrees, dense, extension
 
 _DENSE: weakref.WeakKeyDictionary[Any, dict[str, DenseTrees]] = weakref.WeakKeyDictionary()
 _LOCK = threading.Lock()
-_FORESTS = (
-    RandomForestClassifier,
-    RandomForestRegressor,
-    ExtraTreesClassifier,
-    ExtraTreesRegressor,
-)
-_HISTOGRAM = (HistGradientBoostingClassifier, HistGradientBoostingRegressor)
-_SINGLE = (DecisionTreeClassifier, DecisionTreeRegressor)
-_READ = (*_FORESTS, *_HISTOGRAM, *_SINGLE, GradientBoostingRegressor)
+# How a kind holds its trees (its ``compiled`` trait, as the compiled engines read them):
+# the layouts read here as shap's TreeEnsemble reads them.
+_READ = frozenset({"tree", "forest", "boosting", "histogram"})
 
 
 def preload() -> None:
@@ -74,9 +58,11 @@ def tree_attribution(
     if output == native_output(estimator, space):
         if hasattr(estimator, "estimators_") and output == "margin" and _staged(estimator):
             return _run(estimator, "boosted", Xt, lambda: _boosting_model(estimator, Xt))
-        if not isinstance(estimator, _READ):
+        kind = kind_of(estimator)
+        layout = None if kind is None else kind.compiled
+        if layout not in _READ:
             return None
-        return _run(estimator, output, Xt, lambda: _tables(estimator))
+        return _run(estimator, output, Xt, lambda: _tables(estimator, layout))
     tree = getattr(estimator, "tree_", None)
     if output == "votes" and tree is not None:
         return _run(estimator, output, Xt, lambda: {"trees": [tree_table(tree, _one_hot(tree))]})
@@ -110,19 +96,21 @@ def _run(
     return trees.attribution(Xt)
 
 
-def _tables(estimator: Any) -> dict[str, Any]:
-    """The tree tables of a scikit-learn tree model of ``_READ``, as shap reads it."""
-    if isinstance(estimator, _HISTOGRAM):
+def _tables(estimator: Any, layout: str | None) -> dict[str, Any]:
+    """The tree tables of a scikit-learn tree model of a layout in ``_READ``, as shap
+    reads it (a single tree, a forest's mean, a regressor's boosting stages)."""
+    if layout == "histogram":
         return _histogram_tables(estimator)
-    if isinstance(estimator, _SINGLE):
+    offset = 0.0
+    if layout == "tree":
         members, scaling = [estimator], 1.0
-    elif isinstance(estimator, _FORESTS):
+    elif layout == "forest":
         members, scaling = list(estimator.estimators_), 1.0 / len(estimator.estimators_)
     else:
         members, scaling = list(estimator.estimators_[:, 0]), float(estimator.learning_rate)
+        offset = _init_offset(estimator)
     fractions = is_classifier(estimator)  # class fractions, however weighted
     trees = [_sklearn_table(member.tree_, fractions, scaling) for member in members]
-    offset = _init_offset(estimator) if isinstance(estimator, GradientBoostingRegressor) else 0.0
     return {"trees": trees, "base_offset": offset, "input_dtype": np.float32}
 
 
@@ -142,10 +130,10 @@ def _sklearn_table(tree: Any, fractions: bool, scaling: float) -> dict[str, Any]
     }
 
 
-def _init_offset(estimator: GradientBoostingRegressor) -> Any:
+def _init_offset(estimator: Any) -> Any:
     """The raw score gradient boosting starts from: its init estimator's constant."""
     init = estimator.init_
-    if isinstance(init, DummyRegressor):
+    if hasattr(init, "constant_"):  # a DummyRegressor, the default
         return init.constant_[0]
     if isinstance(init, str) and init == "zero":
         return 0.0
