@@ -92,7 +92,9 @@ def main(command: str) -> int:
         with_deps, no_deps = split(image_requirements())
         print("\n".join(with_deps if command == "requirements" else no_deps))
     elif command == "deps":
-        print("\n".join(r for package in WITHOUT for r in kept_dependencies(package)))
+        # Only the packages of WITHOUT the image installs (IMAGE_EXTRAS may leave one out).
+        installed = [_name(r) for r in split(image_requirements())[1]]
+        print("\n".join(r for package in installed for r in kept_dependencies(package)))
     elif command == "check":
         result = subprocess.run(
             [sys.executable, "-m", "pip", "check"], capture_output=True, text=True, check=False

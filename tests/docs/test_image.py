@@ -54,6 +54,17 @@ def test_shap_keeps_its_runtime_requirements_but_not_numba() -> None:
     assert not {"numba", "llvmlite"} & kept
 
 
+def test_an_image_without_the_boosting_extra_installs_no_catboost_requirements(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``boosting`` left out of IMAGE_EXTRAS: CatBoost is not installed, so neither are its
+    requirements (asking for them would fail where it is not installed)."""
+    monkeypatch.setattr(image_requirements, "IMAGE_EXTRAS", ("postgres", "explain"))
+    assert image_requirements.main("deps") == 0
+    names = {image_requirements._name(r) for r in capsys.readouterr().out.split()}
+    assert {"slicer", "numpy"} <= names and "six" not in names
+
+
 def test_pip_check_passes_only_what_the_image_leaves_out() -> None:
     output = (
         "catboost 1.2.10 requires plotly, which is not installed.\n"
