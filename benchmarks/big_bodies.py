@@ -9,8 +9,11 @@ path: the columnar JSON body read into the request (``read_body``), its rows che
 for an Arrow IPC body; and each engine's answer on the preprocessed rows (the compiled
 one, scikit-learn's or the library's own).  Medians of ``--repeats`` calls; the spread is
 the interquartile range.  Figures are ratios to the floor measured in the same run.
+The process keeps big buffers mapped as a server process does (``app.server.memory``);
+``--default-malloc`` measures with glibc's default thresholds instead.
 
     PYTHONPATH=. .venv/bin/python benchmarks/big_bodies.py [--repeats 15] [--only gb] [--cpu]
+        [--default-malloc]
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from sklearn import datasets
 
 from app.bodies import read_table_body
 from app.schemas.predictions import PredictRequest
+from app.server.memory import keep_big_buffers_mapped
 from app.services import predictions as service
 from ensembles import (
     EvaluationSpec,
@@ -158,7 +162,14 @@ def main() -> None:
         help="CPU seconds of the process (all its threads) instead of wall time: steadier "
         "on a shared machine",
     )
+    parser.add_argument(
+        "--default-malloc",
+        action="store_true",
+        help="glibc's default mmap and trim thresholds, not the server process's",
+    )
     args = parser.parse_args()
+    if not args.default_malloc:
+        keep_big_buffers_mapped()
     clock = time.process_time if args.cpu else time.perf_counter
     for name in MODELS:
         if args.only is None or args.only == name:

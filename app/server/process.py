@@ -35,6 +35,7 @@ from types import FrameType
 from typing import Final
 
 from app.logs import configure_logging
+from app.server.memory import keep_big_buffers_mapped
 from app.server.metrics_folder import shared_metrics_folder
 from app.settings import Settings
 
@@ -50,8 +51,10 @@ _serving = threading.Event()  # set once in the server process, by configure_pro
 
 
 def configure_process(settings: Settings) -> None:
-    """Set up the server process (never a test's): its logging, its exit status."""
+    """Set up the server process (never a test's): its logging, its exit status, its
+    malloc's thresholds."""
     configure_logging(settings.log_level, settings.log_format)
+    keep_big_buffers_mapped()
     _serving.set()
     launcher = os.environ.get(LAUNCHER_ENV, "")
     if shared_metrics_folder() is not None and launcher.isdigit():
