@@ -35,6 +35,7 @@ from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor  # bu
 
 from ensembles.catalog import Compiled, kind_of
 from ensembles.inference import library_trees
+from ensembles.inference.gtil_call import predict_direct
 from ensembles.inference.library_trees import Sum32
 from ensembles.tasks import Task
 
@@ -314,7 +315,7 @@ def gtil_scores(model: Any, X: FloatArray, plan: Plan) -> FloatArray:
     if predict is None:
         out = treelite.gtil.predict(model, X, nthread=1, pred_margin=plan.margin)
     else:
-        out = predict(model, X, config=_CONFIGS[plan.margin])
+        out = predict_direct(model, X, _CONFIGS[plan.margin], predict)
     return np.asarray(out, dtype=np.float64).reshape(X.shape[0], -1)
 
 

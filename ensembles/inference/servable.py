@@ -194,8 +194,13 @@ def stack_columns(rows: Rows, columns: tuple[str, ...]) -> NDArray[np.float64]:
         frame = rows if tuple(rows.columns) == columns else rows[list(columns)]
         return frame.to_numpy(dtype=np.float64)
     arrays = [np.asarray(rows[c], dtype=np.float64) for c in columns]
+    if arrays and len(arrays[0]) <= _COPIED_ROWS:  # one C copy beats proving a view
+        return np.concatenate(arrays).reshape(len(arrays), -1).T.copy()
     whole = one_matrix(arrays)
     return np.column_stack(arrays) if whole is None else whole
+
+
+_COPIED_ROWS = 16  # up to this many rows, the columns are copied into a new matrix
 
 
 def one_matrix(arrays: list[NDArray[np.float64]]) -> NDArray[np.float64] | None:
