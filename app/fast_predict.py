@@ -139,10 +139,14 @@ class FastPredictMiddleware:
             response = await handler(Request(scope, receive), exc)
             await response(scope, receive, send)
             return
-        shadow = answer.shadow
-        later = None if shadow is None else BackgroundTask(services.shadows.offer_later, shadow)
-        response = Response(answer.content, media_type="application/json", background=later)
-        await response(scope, receive, send)
+        # What Starlette's ``Response(content, media_type="application/json")`` sends.
+        content = answer.content
+        length = str(len(content)).encode("latin-1")
+        headers = [(b"content-length", length), (b"content-type", b"application/json")]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": content})
+        if answer.shadow is not None:
+            await BackgroundTask(services.shadows.offer_later, answer.shadow)()
 
 
 def _predict_route() -> APIRoute:
