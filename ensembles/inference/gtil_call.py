@@ -7,9 +7,9 @@ is most of the call (issue 24, docs/performance.md).  Here those answers are rea
 per model, the output shape is the one-row shape with the row count in front (checked
 for 1 and 2 rows at preparation), and the C function is called directly on a handle of
 the same library loaded once more, so its argument types are ours and treelite's own
-calls are untouched.  Anything this does not cover (a model with more features than the
-rows, a shape that is not row-major in the row count, a library without these symbols)
-goes to treelite's own function: same answers, tested both ways.
+calls are untouched.  Anything this does not cover (rows with fewer columns than the
+model, which treelite pads; a shape that does not lead with the row count; a library
+without these symbols) goes to treelite's own function: same answers, tested both ways.
 """
 
 from __future__ import annotations
@@ -28,10 +28,7 @@ __all__ = ["predict_direct"]
 
 FloatArray = NDArray[np.float64]
 Impl = Callable[..., Any]
-_TYPES: dict[str, tuple[Any, Any]] = {
-    "float32": (np.float32, ctypes.c_float),
-    "float64": (np.float64, ctypes.c_double),
-}
+_TYPES: dict[str, type[np.floating[Any]]] = {"float32": np.float32, "float64": np.float64}
 
 
 @dataclass(frozen=True)
@@ -44,7 +41,6 @@ class _Prepared:
     n_features: int
     output_dtype: Any
     output_tail: tuple[int, ...]  # the output shape after the row count
-    config: Any
 
 
 def _library() -> tuple[Any, Any] | None:
@@ -112,12 +108,11 @@ def _prepare(model: Any, config: Any) -> _Prepared | None:
         return None
     return _Prepared(
         model.handle,
-        _TYPES[input_type][0],
+        _TYPES[input_type],
         input_type.encode(),
         n_features,
-        _TYPES[output_type][0],
+        _TYPES[output_type],
         one[1:],
-        config,
     )
 
 
