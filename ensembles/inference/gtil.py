@@ -379,5 +379,7 @@ def first_max(scores: FloatArray, margin: float = TIE_MARGIN) -> tuple[IntArray,
     index = np.argmax(scores, axis=1)
     if scores.shape[1] < 2:
         return index, np.zeros(len(index), dtype=bool)
+    if scores.shape[1] == 2:  # the top two are the two: max - min is |a - b|, to the bit
+        return index, np.abs(scores[:, 1] - scores[:, 0]) <= margin
     top = np.partition(scores, -2, axis=1)
     return index, top[:, -1] - top[:, -2] <= margin

@@ -556,3 +556,19 @@ def test_gtils_c_function_called_directly_answers_as_treelites_own_call(
         narrow = np.ascontiguousarray(X[:2, :-1])
         padded = gtil_call.predict_direct(engine.model, narrow, config, impl)
         np.testing.assert_array_equal(padded, impl(engine.model, narrow, config=config))
+
+
+def test_two_class_ties_are_found_as_among_more_classes() -> None:
+    """With two columns the top two are the two (|a - b|); the same flags, to the bit, as
+    the partition that more classes take, ties and near ties included."""
+    rng = np.random.default_rng(0)
+    scores = rng.random((500, 2))
+    scores[::7, 1] = scores[::7, 0]
+    scores[1::7, 1] = scores[1::7, 0] + 1e-9
+    scores[2::7, 1] = scores[2::7, 0] - 2e-9
+    scores[3] = [-0.0, 0.0]
+    index, close = gtil.first_max(scores)
+    top = np.partition(scores, -2, axis=1)
+    np.testing.assert_array_equal(index, np.argmax(scores, axis=1))
+    np.testing.assert_array_equal(close, top[:, -1] - top[:, -2] <= gtil.TIE_MARGIN)
+    assert 0 < close.sum() < len(close)
