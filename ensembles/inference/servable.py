@@ -193,9 +193,11 @@ def stack_columns(rows: Rows, columns: tuple[str, ...]) -> NDArray[np.float64]:
     if isinstance(rows, pd.DataFrame):
         frame = rows if tuple(rows.columns) == columns else rows[list(columns)]
         return frame.to_numpy(dtype=np.float64)
-    arrays = [np.asarray(rows[c], dtype=np.float64) for c in columns]
-    if arrays and len(arrays[0]) <= _COPIED_ROWS:  # one C copy beats proving a view
-        return np.concatenate(arrays).reshape(len(arrays), -1).T.copy()
+    parts = [rows[c] for c in columns]
+    if parts and np.size(parts[0]) <= _COPIED_ROWS:  # one C copy beats proving a view
+        flat = np.concatenate(parts, dtype=np.float64, casting="unsafe")  # as asarray
+        return flat.reshape(len(parts), -1).T.copy()
+    arrays = [np.asarray(part, dtype=np.float64) for part in parts]
     whole = one_matrix(arrays)
     return np.column_stack(arrays) if whole is None else whole
 
