@@ -8,30 +8,37 @@ security headers are theirs as for any request, and serves only what it can answ
 exactly as the FastAPI route does (:func:`app.routes.predictions.predict`): the same
 path patterns, the same ``read`` check of the API key, the same service call
 (:func:`app.services.predictions.predict_version`), the same response and background
-shadow, the same problem for an error (the app's own exception handler). Anything else
-goes on to FastAPI untouched, the body it read replayed: a path the route would refuse or
-that holds an escape, a query string, a root path, a non-JSON or unsized or larger body,
-a missing, unknown or too weak key, a client gone before the body arrived.
+shadow, the same problem for an error (the app's own exception handler). Small table
+bodies (Arrow IPC, Parquet) are served too, with the route's own reading of the options
+in the query string (:func:`app.routes.predictions.query_options`; a JSON body's options
+still win over them): FastAPI's router cost a one-row Arrow request as much again as the
+rest of it.  Anything else goes on to FastAPI untouched, the body it read replayed: a
+path the route would refuse or that holds an escape, query options the route would
+refuse, a root path, a body of another type, unsized or larger, a missing, unknown or
+too weak key, a client gone before the body arrived.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Awaitable, Callable
-from typing import Final
+from typing import Final, NamedTuple
 
 from fastapi.routing import APIRoute
 from starlette.background import BackgroundTask
+from starlette.datastructures import QueryParams
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.bodies import is_json
+from app.bodies import TABLE_MEDIA_TYPES, TableFormat, is_json
 from app.deps import read_allowed
+from app.problems import InvalidRequestError
 from app.routes import predictions
 from app.schemas.models import MODEL_NAME, VERSION_REF
+from app.schemas.predictions import PredictOptionsIn
 from app.services.container import Services
-from app.services.predictions import INLINE_MAX_BYTES, predict_version
+from app.services.predictions import INLINE_MAX_BYTES, predict_table, predict_version
 from ensembles import EnsembleError
 
 PREDICT_PATH: Final = "/v1/models/{name}/versions/{ref}/predict"
@@ -42,6 +49,17 @@ _WANTED: Final = frozenset(
     {b"content-type", b"content-length", b"authorization", b"x-routing-key", b"transfer-encoding"}
 )
 Handler = Callable[[Request, Exception], Awaitable[Response]]
+
+
+class Served(NamedTuple):
+    """What the route would read of a request this path serves."""
+
+    name: str
+    ref: str
+    key: str | None  # the routing key of a weighted alias
+    size: int  # the body's announced length
+    fmt: TableFormat | None  # None: a JSON body
+    options: PredictOptionsIn | None  # given in the query string
 
 
 class FastPredictMiddleware:
@@ -57,15 +75,15 @@ class FastPredictMiddleware:
         if params is None:
             await self.app(scope, receive, send)
             return
-        messages, body = await _read_body(receive, params[3])
+        messages, body = await _read_body(receive, params.size)
         if body is None:
             await self.app(scope, _replay(messages, receive), send)
             return
         await self._predict(scope, receive, send, params, body)
 
-    def _served(self, scope: Scope) -> tuple[str, str, str | None, int] | None:
-        """(name, ref, routing key, body length) when this path serves the request."""
-        if scope["type"] != "http" or scope["method"] != "POST" or scope.get("query_string"):
+    def _served(self, scope: Scope) -> Served | None:
+        """What the route would read, when this path serves the request."""
+        if scope["type"] != "http" or scope["method"] != "POST":
             return None
         found = _PATH.fullmatch(scope["path"])
         if found is None or scope.get("root_path") or b"%" in (scope.get("raw_path") or b"%"):
@@ -78,26 +96,32 @@ class FastPredictMiddleware:
         if b"transfer-encoding" in headers or not length.isdigit():
             return None
         size = int(length)
-        media = headers.get(b"content-type", b"").decode("latin-1")
-        if size > self.max_body or not is_json(media.split(";")[0].strip().lower()):
+        media = headers.get(b"content-type", b"").decode("latin-1").split(";")[0].strip().lower()
+        fmt = TABLE_MEDIA_TYPES.get(media)
+        if size > self.max_body or (fmt is None and not is_json(media)):
             return None
         services: Services | None = getattr(scope["app"].state, "services", None)
         if services is None or not read_allowed(
             services.settings, _text(headers.get(b"authorization"))
         ):
             return None
-        return name, ref, _text(headers.get(b"x-routing-key")), size
+        query = scope.get("query_string")
+        try:
+            options = predictions.query_options(QueryParams(query)) if query else None
+        except InvalidRequestError:
+            return None  # the route's 422
+        return Served(name, ref, _text(headers.get(b"x-routing-key")), size, fmt, options)
 
     async def _predict(
         self,
         scope: Scope,
         receive: Receive,
         send: Send,
-        params: tuple[str, str, str | None, int],
+        params: Served,
         body: bytes,
     ) -> None:
         """The route's answer, with what Starlette's router leaves in the scope."""
-        name, ref, key, _ = params
+        name, ref, key, _, fmt, options = params
         self.answered += 1
         application = scope["app"]
         scope["route"] = ROUTE
@@ -105,16 +129,24 @@ class FastPredictMiddleware:
         scope["path_params"] = {"name": name, "ref": ref}
         services: Services = application.state.services
         try:
-            answer = await predict_version(services, name, ref, body, None, key)
+            if fmt is None:
+                answer = await predict_version(services, name, ref, body, options, key)
+            else:
+                given = options or PredictOptionsIn()
+                answer = await predict_table(services, name, ref, body, fmt, given, key)
         except EnsembleError as exc:
             handler = _handler_of(application.exception_handlers, exc)
             response = await handler(Request(scope, receive), exc)
             await response(scope, receive, send)
             return
-        shadow = answer.shadow
-        later = None if shadow is None else BackgroundTask(services.shadows.offer_later, shadow)
-        response = Response(answer.content, media_type="application/json", background=later)
-        await response(scope, receive, send)
+        # What Starlette's ``Response(content, media_type="application/json")`` sends.
+        content = answer.content
+        length = str(len(content)).encode("latin-1")
+        headers = [(b"content-length", length), (b"content-type", b"application/json")]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": content})
+        if answer.shadow is not None:
+            await BackgroundTask(services.shadows.offer_later, answer.shadow)()
 
 
 def _predict_route() -> APIRoute:

@@ -12,7 +12,9 @@ settings and keep their own.
 
 from __future__ import annotations
 
+import importlib.util
 import logging
+import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from functools import partial
@@ -155,6 +157,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         docs_url=None,
         redoc_url=None,
         openapi_url=None,
+        **_telemetry(),
     )
     application.state.settings = settings
     install_handlers(application)
@@ -171,6 +174,20 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     application.add_middleware(RequestMiddleware, metrics=metrics)
     application.add_middleware(HeadersMiddleware)  # outermost: on every answer, a 500 too
     return application
+
+
+def _telemetry() -> dict[str, Any]:
+    """FastAPI's own OpenTelemetry hooks (FastAPI 0.16x on) only where an operator set
+    OpenTelemetry up (an ``OTEL_`` variable, or ``FASTAPI_OTEL_AUTO_CONFIGURE``): else
+    its check for a configured provider, on every request, cost each ~8 us for nothing
+    (issue 24, docs/performance.md)."""
+    if importlib.util.find_spec("fastapi.telemetry") is None:
+        return {}  # a FastAPI without them
+    if os.environ.get("FASTAPI_OTEL_AUTO_CONFIGURE") or any(
+        n.startswith("OTEL_") for n in os.environ
+    ):
+        return {}
+    return {"telemetry": {"tracing": False, "metrics": False, "logs": False}}
 
 
 _TAGS = {

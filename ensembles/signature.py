@@ -41,6 +41,17 @@ class ModelSignature:
         number of categories."""
         return {name: frozenset(known) for name, known in (self.categories or {}).items()}
 
+    @cached_property
+    def feature_names(self) -> tuple[str, ...]:
+        """The features' names in order, built once: every prediction reads them."""
+        return tuple(f.name for f in self.features)
+
+    @cached_property
+    def numbers_only(self) -> bool:
+        """Does the model take numbers only (worked out once, read by every prediction)?"""
+        features = self.features
+        return bool(features) and all(f.dtype in NUMERIC_DTYPES for f in features)
+
     @property
     def supports_voting_override(self) -> bool:
         return KINDS[self.kind].votes

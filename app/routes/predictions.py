@@ -7,6 +7,7 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 from pydantic import ValidationError
 from starlette.background import BackgroundTask
+from starlette.datastructures import QueryParams
 
 from app.bodies import ARROW_FILE, ARROW_STREAM, PARQUET, OrjsonRoute, read_prediction_body
 from app.deps import READ, ServicesDep
@@ -120,8 +121,12 @@ async def predict(
 
 
 def _query_options(request: Request) -> PredictOptionsIn | None:
-    """The options given in the query string (only the known names are read), or None."""
-    query = request.query_params
+    return query_options(request.query_params)
+
+
+def query_options(query: QueryParams) -> PredictOptionsIn | None:
+    """The options given in the query string (only the known names are read), or None
+    (the fast path, :mod:`app.fast_predict`, reads them with this too)."""
     if not query:
         return None
     given = {key: query[key] for key in OPTIONS if key in query}

@@ -35,6 +35,7 @@ from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor  # bu
 
 from ensembles.catalog import Compiled, kind_of
 from ensembles.inference import library_trees
+from ensembles.inference.gtil_call import predict_direct
 from ensembles.inference.library_trees import Sum32
 from ensembles.tasks import Task
 
@@ -314,7 +315,7 @@ def gtil_scores(model: Any, X: FloatArray, plan: Plan) -> FloatArray:
     if predict is None:
         out = treelite.gtil.predict(model, X, nthread=1, pred_margin=plan.margin)
     else:
-        out = predict(model, X, config=_CONFIGS[plan.margin])
+        out = predict_direct(model, X, _CONFIGS[plan.margin], predict)
     return np.asarray(out, dtype=np.float64).reshape(X.shape[0], -1)
 
 
@@ -378,5 +379,7 @@ def first_max(scores: FloatArray, margin: float = TIE_MARGIN) -> tuple[IntArray,
     index = np.argmax(scores, axis=1)
     if scores.shape[1] < 2:
         return index, np.zeros(len(index), dtype=bool)
+    if scores.shape[1] == 2:  # the top two are the two: max - min is |a - b|, to the bit
+        return index, np.abs(scores[:, 1] - scores[:, 0]) <= margin
     top = np.partition(scores, -2, axis=1)
     return index, top[:, -1] - top[:, -2] <= margin

@@ -12,14 +12,14 @@ into one float64 matrix (``{"columns": [...], "data": matrix}``, by ``app.json_n
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import lru_cache
 from itertools import chain
-from operator import methodcaller
+from operator import itemgetter, methodcaller
 from typing import Any
 
 import numpy as np
 
-from ensembles.builders import NUMERIC_DTYPES
 from ensembles.errors import PredictionInputError, Problem, shown
 from ensembles.inference.cells import (
     ABSENT,
@@ -39,6 +39,7 @@ __all__ = ["check_rows", "numbers_only"]
 
 _EXACT_INT = 2**53  # from here on an int may not survive a float64 (the careful path: int64)
 _NUMBERS = frozenset({float, int})
+_FEW_RECORDS = 16  # up to this many records, every cell's type is looked at (_few_floats)
 FloatArray = np.ndarray[Any, np.dtype[np.float64]]
 # Raw cells per feature column (before any type check), shape problems, extra columns.
 _Cells = tuple[dict[str, list[object]], list[Problem], list[str]]
@@ -87,17 +88,16 @@ def check_rows(
 
 def numbers_only(signature: ModelSignature) -> bool:
     """Does the model take numbers only (so a cell's JSON type beyond "number" is moot)?"""
-    features = signature.features
-    return bool(features) and all(f.dtype in NUMERIC_DTYPES for f in features)
+    return signature.numbers_only
 
 
 def _numeric_columns(
     signature: ModelSignature, instances: object, max_rows: int | None
 ) -> tuple[Columns, list[str]] | None:
     """The fast path for all-numeric models, or None to take the careful one."""
-    if not numbers_only(signature):
+    if not signature.numbers_only:
         return None
-    names = [f.name for f in signature.features]
+    names = signature.feature_names
     if type(instances) is list:
         if not instances or (max_rows is not None and len(instances) > max_rows):
             return None
@@ -112,14 +112,19 @@ def _numeric_columns(
     return None
 
 
-def _numeric_records(records: list[Any], names: list[str]) -> tuple[Columns, list[str]] | None:
+def _numeric_records(records: list[Any], names: Sequence[str]) -> tuple[Columns, list[str]] | None:
     if set(map(type, records)) != {dict}:  # (map and set: one pass in C, not in Python)
         return None
     try:
-        cells = [[r[n] for r in records] for n in names]
+        if len(records) == 1:  # one C call for the record's cells, then one row per column
+            table = _few_floats([_cells_of(tuple(names))(records[0])])
+            table = None if table is None else table.T
+        else:
+            cells = [[r[n] for r in records] for n in names]
+            few = len(records) <= _FEW_RECORDS
+            table = _few_floats(cells) if few else _floats(cells)  # one row per column
     except KeyError:
         return None  # a missing column: the careful path names the rows
-    table = _floats(cells)  # one row per column
     if table is None:
         return None
     extra: list[str] = []
@@ -130,7 +135,7 @@ def _numeric_records(records: list[Any], names: list[str]) -> tuple[Columns, lis
 
 
 def _numeric_columnar(
-    header: object, data: list[Any] | np.ndarray[Any, Any], names: list[str]
+    header: object, data: list[Any] | np.ndarray[Any, Any], names: Sequence[str]
 ) -> tuple[Columns, list[str]] | None:
     if type(header) is not list or any(type(c) is not str for c in header):
         return None
@@ -172,6 +177,32 @@ def _floats(nested: list[list[Any]]) -> FloatArray | None:
     if np.abs(table).max() >= _EXACT_INT or _has_bools(nested, table):
         return None
     return table
+
+
+@lru_cache(maxsize=256)
+def _cells_of(names: tuple[str, ...]) -> Callable[[dict[str, Any]], Sequence[Any]]:
+    """A record's cells in the order of ``names``, read in one call (KeyError: missing)."""
+    if len(names) == 1:
+        name = names[0]
+        return lambda record: (record[name],)
+    return itemgetter(*names)
+
+
+def _few_floats(nested: Sequence[Sequence[Any]]) -> FloatArray | None:
+    """:func:`_floats` for a few rows (one-row requests): every cell's type is looked at
+    at once, so a bool (or anything but an int or a float) is refused before numpy reads
+    the cells, and one comparison holds both rules on the values (NaN and infinities
+    fail ``< 2**53`` as they fail ``isfinite``)."""
+    if not set(map(type, chain.from_iterable(nested))) <= _NUMBERS:
+        return None
+    try:
+        table = np.array(nested)
+    except (OverflowError, ValueError, TypeError):
+        return None
+    if table.ndim != 2 or table.dtype.kind not in "fi" or not table.size:
+        return None
+    table = table.astype(np.float64, copy=False)
+    return table if np.abs(table).max() < _EXACT_INT else None
 
 
 def _float_matrix(data: np.ndarray[Any, Any], n_columns: int) -> FloatArray | None:

@@ -193,9 +193,16 @@ def stack_columns(rows: Rows, columns: tuple[str, ...]) -> NDArray[np.float64]:
     if isinstance(rows, pd.DataFrame):
         frame = rows if tuple(rows.columns) == columns else rows[list(columns)]
         return frame.to_numpy(dtype=np.float64)
-    arrays = [np.asarray(rows[c], dtype=np.float64) for c in columns]
+    parts = [rows[c] for c in columns]
+    if parts and np.size(parts[0]) <= _COPIED_ROWS:  # one C copy beats proving a view
+        flat = np.concatenate(parts, dtype=np.float64, casting="unsafe")  # as asarray
+        return flat.reshape(len(parts), -1).T.copy()
+    arrays = [np.asarray(part, dtype=np.float64) for part in parts]
     whole = one_matrix(arrays)
     return np.column_stack(arrays) if whole is None else whole
+
+
+_COPIED_ROWS = 16  # up to this many rows, the columns are copied into a new matrix
 
 
 def one_matrix(arrays: list[NDArray[np.float64]]) -> NDArray[np.float64] | None:

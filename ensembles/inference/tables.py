@@ -40,6 +40,7 @@ from ensembles.inference.cells import (
     scan_cells,
     unseen_categories,
 )
+from ensembles.inference.small_tables import index_columns, small_float_columns
 from ensembles.signature import ModelSignature
 
 __all__ = ["check_table"]
@@ -53,7 +54,7 @@ def check_table(
     """The checked columns of an Arrow table's rows; every problem at once, as
     :func:`check_rows` reports them (PredictionInputError; TooLargeError over ``max_rows``)."""
     check_row_count(table.num_rows, max_rows)
-    skipped = _pandas_index_columns(table.schema)
+    skipped = index_columns(table.schema)
     position: dict[str, int] = {}
     keyed: list[tuple[tuple[int, int], Problem]] = []
     for i, name in enumerate(table.column_names):
@@ -65,7 +66,9 @@ def check_table(
         position.setdefault(name, i)
     total = len(keyed)
     wanted = {f.name for f in signature.features}
-    floats = None if total else _float_columns(signature, table, position)
+    floats = None if total else small_float_columns(signature, table, position)
+    if floats is None and not total:
+        floats = _float_columns(signature, table, position)
     if floats is not None:
         extra = extra_warnings([c for c in position if c not in wanted])
         return CheckedColumns(floats, extra + unseen_categories(signature, floats))
@@ -113,11 +116,6 @@ def _float_columns(
     if not np.isfinite(cells).all() or _may_pass_float32(cells):
         return None  # the careful path names the rows
     return {f.name: array for f, array in zip(signature.features, arrays, strict=True)}
-
-
-def _pandas_index_columns(schema: pa.Schema) -> set[str]:
-    index = (schema.pandas_metadata or {}).get("index_columns") or []
-    return {c for c in index if isinstance(c, str)}  # a RangeIndex is a dict: no column
 
 
 def _read_column(

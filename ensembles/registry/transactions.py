@@ -105,6 +105,7 @@ class SqlBase:
                 conn.execution_options(**{database.WRITE_OPTION: True})
                 with conn.begin():
                     yield conn
+                self._changes.forget()  # committed: the loop turn's counter is old
         except sa.exc.SQLAlchemyError as exc:
             raise StorageError(f"registry database error: {short_reason(exc)}") from exc
 

@@ -17,6 +17,9 @@ from typing import Any
 
 import httpx
 import orjson
+import pyarrow as pa
+import pyarrow.ipc as ipc
+import pyarrow.parquet as pq
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -65,7 +68,30 @@ class Case:
         )
 
 
+def arrow_stream(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return bytes(sink.getvalue().to_pybytes())
+
+
+def arrow_file(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with ipc.new_file(sink, table.schema) as writer:
+        writer.write_table(table)
+    return bytes(sink.getvalue().to_pybytes())
+
+
+def parquet_file(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink)
+    return bytes(sink.getvalue().to_pybytes())
+
+
 PROBA = {"return_proba": True}
+ARROW = {"Content-Type": "application/vnd.apache.arrow.stream"}
+ONE_TABLE = pa.Table.from_pylist(ONE)
+_QUERY_PROBA = "iris/versions/1/predict?return_proba=true"
 CASES = [
     Case("one row, proba", "iris/versions/1/predict", {"instances": ONE, "options": PROBA}),
     Case("rows", "iris/versions/1/predict", {"instances": ROWS}),
@@ -126,13 +152,53 @@ CASES = [
     Case("NaN", "iris/versions/1/predict", b'{"instances": [{"sepal_length": NaN}]}'),
     Case("not UTF-8", "iris/versions/1/predict", b'{"instances": "\xff"}'),
     Case("empty body", "iris/versions/1/predict", b""),
+    Case("arrow, options in the query", _QUERY_PROBA, arrow_stream(ONE_TABLE), ARROW),
+    Case(
+        "arrow file, rows",
+        "iris/versions/prod/predict",
+        arrow_file(pa.Table.from_pylist(ROWS)),
+        {"Content-Type": "application/vnd.apache.arrow.file"},
+    ),
+    Case(
+        "parquet",
+        _QUERY_PROBA,
+        parquet_file(ONE_TABLE),
+        {"Content-Type": "application/x-parquet; x=y"},
+    ),
+    Case(
+        "arrow, bad cell",
+        "iris/versions/1/predict",
+        arrow_stream(pa.Table.from_pylist([{**ONE[0], "sepal_length": "long"}])),
+        ARROW,
+    ),
+    Case("arrow, not Arrow", "iris/versions/1/predict", b"ARROW1 not really", ARROW),
+    Case(
+        "arrow, votes in the query",
+        "iris/versions/1/predict?return_votes=1&other=x",
+        arrow_stream(ONE_TABLE),
+        ARROW,
+    ),
+    Case("arrow, unknown model", "nope/versions/1/predict", arrow_stream(ONE_TABLE), ARROW),
+    Case(
+        "json, options in the query and the body",
+        "iris/versions/1/predict?return_proba=true&return_votes=true",
+        {"instances": ONE, "options": {"return_votes": False}},
+    ),
+    Case("repeated option", _QUERY_PROBA + "&return_proba=false", {"instances": ONE}),
     Case("unknown model", "nope/versions/1/predict", {"instances": ONE}),
     Case("unknown version", "iris/versions/9/predict", {"instances": ONE}),
     Case("unknown alias", "iris/versions/staging/predict", {"instances": ONE}),
     Case("bad name", "-iris/versions/1/predict", {"instances": ONE}),
     Case("bad ref", "iris/versions/0/predict", {"instances": ONE}),
     Case("escaped slash", "iris%2Fx/versions/1/predict", {"instances": ONE}),
-    Case("query string", "iris/versions/1/predict?return_proba=true", {"instances": ONE}),
+    Case("query string", _QUERY_PROBA, {"instances": ONE}),
+    Case("bad query option", "iris/versions/1/predict?return_proba=maybe", {"instances": ONE}),
+    Case(
+        "arrow, bad query option",
+        "iris/versions/1/predict?voting=most",
+        arrow_stream(ONE_TABLE),
+        ARROW,
+    ),
     Case(
         "text body", "iris/versions/1/predict", {"instances": ONE}, {"Content-Type": "text/plain"}
     ),
@@ -299,9 +365,11 @@ async def test_the_fast_path_answers_as_the_route(
     assert (statuses["unknown model"], statuses["too many rows"]) == (404, 413)
     assert (statuses["text body"], statuses["GET"], statuses["escaped slash"]) == (415, 405, 404)
     assert fast_counts  # requests were counted
+    assert statuses["arrow, options in the query"] == statuses["parquet"] == 200
+    assert statuses["arrow, bad cell"] == statuses["arrow, bad query option"] == 422
     # What the fast path answered itself (the rest went on to the route): every case up to
-    # "unknown alias", and "bad request id".
-    assert answered == [c.label for c in cases].index("unknown alias") + 2
+    # "unknown alias", "query string" and "bad request id".
+    assert answered == [c.label for c in cases].index("unknown alias") + 3
 
 
 async def test_a_request_id_is_made_when_none_is_given(folder: Path) -> None:

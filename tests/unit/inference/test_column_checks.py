@@ -202,3 +202,45 @@ def test_numbers_read_into_a_matrix_are_checked_as_the_same_lists() -> None:
         "duplicate column 'a'",
         "missing column 'c'",
     ]
+
+
+NUMERIC = ModelSignature(
+    "classification",
+    "random_forest",
+    tuple(FeatureColumn(name, "float64", False) for name in ("a", "b", "c")),
+    (0, 1),
+    None,
+)
+
+
+def _outcome(records: list[Any], n: int) -> tuple[Any, ...]:
+    """What check_rows gives for ``records``, cut to their first ``n`` rows."""
+    try:
+        checked = check_rows(NUMERIC, records)
+    except PredictionInputError as exc:
+        return ("refused", [(p.loc, p.msg) for p in exc.problems if p.loc[1] < n])
+    arrays = {k: (v.dtype.str, v[:n].tolist()) for k, v in checked.columns.items()}
+    return ("checked", arrays, checked.warnings)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_one_record_and_a_few_are_checked_as_in_a_big_body(seed: int) -> None:
+    """One record (one C call for its cells) and up to 16 (every cell's type looked at)
+    take their own ways: the arrays, warnings and problems of those rows are what the
+    same rows give among many (the way of big bodies)."""
+    rng = np.random.default_rng(seed)
+    cells: list[Any] = [*ODD_CELLS[:-2], 0, 1, 1.0, 0.0, -2, 2**53, 2**53 - 1, 7.25]
+    n = int(rng.integers(1, 5))
+    records: list[Any] = []
+    for _ in range(n):
+        record = {name: 0.5 + rng.random() for name in "abc"}
+        for name in rng.choice(list("abc"), int(rng.integers(0, 3)), replace=False):
+            record[str(name)] = cells[int(rng.integers(len(cells)))]
+        if rng.random() < 0.2:
+            record["extra"] = 1
+        if rng.random() < 0.1:
+            del record["b"]
+        records.append(record)
+    many = records * (17 // n + 1)
+    assert _outcome(records, n) == _outcome(many, n)
+    assert _outcome(records[:1], 1) == _outcome(records[:1] * 17, 1)

@@ -40,6 +40,7 @@ from ensembles.inference import (
     compile_model,
     compiling,
     gtil,
+    gtil_call,
     prepare,
     rebuild,
 )
@@ -524,3 +525,50 @@ def test_the_configuration_made_once_answers_as_treelites_public_predict(
     monkeypatch.setattr(gtil, "_PREDICT_WITH_CONFIG", None)  # the public function
     np.testing.assert_array_equal(engine._scores(engine._input(Xt)), scores)
     np.testing.assert_array_equal(engine.predict(Xt), ours)
+
+
+@pytest.mark.parametrize(
+    ("kind", "name"),
+    [
+        ("gradient_boosting", "iris"),
+        ("random_forest", "breast_cancer"),
+        ("hist_gradient_boosting", "diabetes"),
+    ],
+)
+def test_gtils_c_function_called_directly_answers_as_treelites_own_call(
+    kind: str, name: str
+) -> None:
+    """The direct call (gtil_call) against ``_predict_impl`` for 1, 2, 3 and all rows,
+    both configurations: the same array (dtype, shape, bits); rows with fewer columns
+    than the model (treelite pads them) go to treelite's call."""
+    engine = _ok(kind, name)
+    X = engine._input(preprocessed(fitted(kind, name).pipeline, dataset(name).X))
+    assert X is not None
+    impl = gtil._PREDICT_WITH_CONFIG
+    assert impl is not None and gtil_call._C is not None, "treelite moved: see gtil_call.py"
+    for config in gtil._CONFIGS.values():
+        assert gtil_call._prepared(engine.model, config) is not None  # the direct way
+        for rows in (X[:1], X[1:3], X[3:6], X):
+            ours = gtil_call.predict_direct(engine.model, rows, config, impl)
+            theirs = impl(engine.model, rows, config=config)
+            assert ours.dtype == theirs.dtype and ours.shape == theirs.shape
+            np.testing.assert_array_equal(ours, theirs)
+        narrow = np.ascontiguousarray(X[:2, :-1])
+        padded = gtil_call.predict_direct(engine.model, narrow, config, impl)
+        np.testing.assert_array_equal(padded, impl(engine.model, narrow, config=config))
+
+
+def test_two_class_ties_are_found_as_among_more_classes() -> None:
+    """With two columns the top two are the two (|a - b|); the same flags, to the bit, as
+    the partition that more classes take, ties and near ties included."""
+    rng = np.random.default_rng(0)
+    scores = rng.random((500, 2))
+    scores[::7, 1] = scores[::7, 0]
+    scores[1::7, 1] = scores[1::7, 0] + 1e-9
+    scores[2::7, 1] = scores[2::7, 0] - 2e-9
+    scores[3] = [-0.0, 0.0]
+    index, close = gtil.first_max(scores)
+    top = np.partition(scores, -2, axis=1)
+    np.testing.assert_array_equal(index, np.argmax(scores, axis=1))
+    np.testing.assert_array_equal(close, top[:, -1] - top[:, -2] <= gtil.TIE_MARGIN)
+    assert 0 < close.sum() < len(close)

@@ -31,6 +31,7 @@ from ensembles.inference import (
     prepare,
     rows,
 )
+from ensembles.inference.servable import stack_columns
 from ensembles.members import members_of
 from ensembles.parallel import MemberPool, members_in_parallel
 from ensembles.signature import ModelSignature
@@ -233,6 +234,21 @@ def test_columnar_rows_in_the_models_order_are_read_as_one_matrix_without_a_copy
     assert by_matrix.predictions == by_frame.predictions == model.pipeline.predict(X).tolist()
     assert list(map(type, by_matrix.predictions)) == list(map(type, by_frame.predictions))
     np.testing.assert_array_equal(by_matrix.probabilities, by_frame.probabilities)
+
+
+@pytest.mark.parametrize("n_rows", [1, 2, 7, 16, 17])
+def test_a_few_rows_are_copied_into_one_c_ordered_matrix(n_rows: int) -> None:
+    """Up to 16 rows the columns are copied (one C call) instead of proven a view: the
+    same float64 matrix, C-ordered as GTIL takes it, whatever dtype or layout they had."""
+    rng = np.random.default_rng(n_rows)
+    table = rng.normal(size=(4, n_rows))
+    columns = {"a": table[0], "b": table[1].astype(np.float32), "c": table[2][::-1]}
+    columns["d"] = rng.integers(-5, 5, n_rows)
+    names = ("d", "a", "c", "b")
+    stacked = stack_columns(columns, names)
+    expected = np.column_stack([np.asarray(columns[c], dtype=np.float64) for c in names])
+    np.testing.assert_array_equal(stacked, expected, strict=True)
+    assert stacked.flags.c_contiguous
 
 
 @pytest.mark.parametrize(

@@ -15,7 +15,7 @@ import pytest
 
 from ensembles.builders import FeatureColumn
 from ensembles.errors import PredictionInputError, TooLargeError
-from ensembles.inference import MAX_PROBLEMS, check_rows, check_table
+from ensembles.inference import MAX_PROBLEMS, check_rows, check_table, small_tables
 from ensembles.signature import ModelSignature
 
 NUMBERS = ModelSignature(
@@ -282,3 +282,40 @@ def test_row_limits() -> None:
     assert problems(NUMBERS, table.slice(0, 0)) == [
         (("instances",), "no instances: send at least one row")
     ]
+
+
+def _checked(table: pa.Table) -> tuple[Any, ...]:
+    try:
+        checked = check_table(NUMBERS, table)
+    except PredictionInputError as exc:
+        return ("refused", [(p.loc, p.msg) for p in exc.problems])
+    arrays = {k: (v.dtype.str, v.tolist()) for k, v in checked.columns.items()}
+    return ("checked", arrays, checked.warnings)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_a_small_table_read_as_one_matrix_is_checked_as_column_by_column(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """small_tables' one call against the column-by-column way (its SMALL_ROWS at 0):
+    the same arrays, warnings and problems, with odd cells, nulls, extra and int
+    columns, pandas' index and several batches."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 6))
+    names = [f.name for f in NUMBERS.features]
+    columns: dict[str, Any] = {name: rng.normal(0, 10, n).tolist() for name in names}
+    odd = [math.nan, math.inf, -math.inf, 1e39, -3.5e38, 3.4e38, None, 0.0]
+    for name in rng.choice(names, int(rng.integers(0, 3))):
+        columns[str(name)][int(rng.integers(n))] = odd[int(rng.integers(len(odd)))]
+    if rng.random() < 0.3:
+        columns["extra"] = [1.5] * n
+    table = pa.table(columns)
+    if rng.random() < 0.2:
+        table = table.set_column(0, names[0], pa.array(rng.integers(0, 9, n)))
+    if rng.random() < 0.2:
+        table = pa.Table.from_pandas(table.to_pandas().set_index(names[-1]))
+    if rng.random() < 0.2 and n > 1:
+        table = pa.concat_tables([table.slice(0, 1), table.slice(1)])
+    small = _checked(table)
+    monkeypatch.setattr(small_tables, "SMALL_ROWS", 0)
+    assert small == _checked(table)

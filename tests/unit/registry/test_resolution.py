@@ -7,6 +7,7 @@ deleted by another process — makes the next call read the database again.
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -68,3 +69,28 @@ def test_peek_never_loads() -> None:
     hits = cache.hits
     assert cache.peek(("m", 1, "h")) == "loaded"
     assert cache.hits == hits + 1 and cache.loads == 1
+
+
+async def test_on_the_event_loop_the_counter_is_read_once_per_turn(data_dir: Path) -> None:
+    """Requests handled in one loop turn share one read (their bytes all came before it);
+    the next turn reads again, and a commit through this registry is seen at once."""
+    with SqlRegistry.open(data_dir) as server, SqlRegistry.open(data_dir) as other:
+        publish(server, "iris")
+        assert server.resolve_version("iris", "latest").version == 1  # read in this turn
+        publish(other, "iris")  # another process, in the same turn: concurrent with it
+        assert server.resolved_version("iris", "latest") is not None
+        await asyncio.sleep(0)  # the next turn reads again
+        assert server.resolved_version("iris", "latest") is None
+        assert server.resolve_version("iris", "latest").version == 2
+        server.set_alias("iris", "prod", 1)  # through this registry: at once, same turn
+        assert server.resolve_version("iris", "prod").version == 1
+        server.set_alias("iris", "prod", 2)
+        assert server.resolve_version("iris", "prod").version == 2
+
+
+def test_off_the_loop_every_call_reads(data_dir: Path) -> None:
+    with SqlRegistry.open(data_dir) as server, SqlRegistry.open(data_dir) as other:
+        publish(server, "iris")
+        assert server.resolve_version("iris", "latest").version == 1
+        publish(other, "iris")
+        assert server.resolved_version("iris", "latest") is None

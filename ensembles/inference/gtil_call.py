@@ -1,0 +1,151 @@
+"""GTIL's C prediction called with what a model's calls share worked out once.
+
+treelite's ``_predict_impl`` asks the C library for the model's input type three times,
+its output type twice and its feature count once, then the output shape (read back
+through ``np.ctypeslib``), on every call: for a one-row request of a 100-tree forest that
+is most of the call (issue 24, docs/performance.md).  Here those answers are read once
+per model, the output shape is the one-row shape with the row count in front (checked
+for 1 and 2 rows at preparation), and the C function is called directly on a handle of
+the same library loaded once more, so its argument types are ours and treelite's own
+calls are untouched.  Anything this does not cover (rows with fewer columns than the
+model, which treelite pads; a shape that does not lead with the row count; a library
+without these symbols) goes to treelite's own function: same answers, tested both ways.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+__all__ = ["predict_direct"]
+
+FloatArray = NDArray[np.float64]
+Impl = Callable[..., Any]
+_TYPES: dict[str, type[np.floating[Any]]] = {"float32": np.float32, "float64": np.float64}
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    """One model's constant arguments and output layout for one configuration."""
+
+    handle: Any
+    input_dtype: Any
+    input_type: bytes
+    n_features: int
+    output_dtype: Any
+    output_tail: tuple[int, ...]  # the output shape after the row count
+
+
+def _library() -> tuple[Any, Any] | None:
+    """Our own handles on GTIL's two C functions (None: not this treelite)."""
+    try:
+        from treelite.core import _LIB
+    except ImportError:
+        return None
+    path = getattr(_LIB, "_name", None)
+    if not isinstance(path, str):
+        return None
+    try:
+        library = ctypes.CDLL(path)
+        predict = library.TreeliteGTILPredict
+        shape = library.TreeliteGTILGetOutputShape
+    except (OSError, AttributeError):
+        return None
+    predict.argtypes = [
+        ctypes.c_void_p,
+        ctypes.c_void_p,
+        ctypes.c_char_p,
+        ctypes.c_uint64,
+        ctypes.c_void_p,
+        ctypes.c_void_p,
+    ]
+    predict.restype = ctypes.c_int
+    shape.argtypes = [
+        ctypes.c_void_p,
+        ctypes.c_uint64,
+        ctypes.c_void_p,
+        ctypes.POINTER(ctypes.POINTER(ctypes.c_uint64)),
+        ctypes.POINTER(ctypes.c_uint64),
+    ]
+    shape.restype = ctypes.c_int
+    return predict, shape
+
+
+_C = _library()
+_PREPARED: weakref.WeakKeyDictionary[Any, dict[int, _Prepared | None]] = weakref.WeakKeyDictionary()
+_LOCK = threading.Lock()
+
+
+def _output_shape(model: Any, rows: int, config: Any) -> tuple[int, ...] | None:
+    if _C is None:
+        return None
+    pointer = ctypes.POINTER(ctypes.c_uint64)()
+    ndim = ctypes.c_uint64()
+    found = _C[1](model.handle, rows, config.handle, ctypes.byref(pointer), ctypes.byref(ndim))
+    if found != 0:
+        return None
+    return tuple(int(pointer[i]) for i in range(ndim.value))
+
+
+def _prepare(model: Any, config: Any) -> _Prepared | None:
+    """The constant arguments of ``model``'s calls under ``config`` (None: not covered)."""
+    try:
+        input_type, output_type = str(model.input_type), str(model.output_type)
+        n_features = int(model.num_feature)
+    except (AttributeError, ValueError, TypeError):
+        return None
+    if input_type not in _TYPES or output_type not in _TYPES:
+        return None
+    one, two = _output_shape(model, 1, config), _output_shape(model, 2, config)
+    if one is None or two is None or one[:1] != (1,) or two != (2, *one[1:]):
+        return None
+    return _Prepared(
+        model.handle,
+        _TYPES[input_type],
+        input_type.encode(),
+        n_features,
+        _TYPES[output_type],
+        one[1:],
+    )
+
+
+def _prepared(model: Any, config: Any) -> _Prepared | None:
+    try:
+        by_config = _PREPARED.get(model)
+    except TypeError:  # not weakly referable: never cached
+        return _prepare(model, config)
+    if by_config is not None and id(config) in by_config:
+        return by_config[id(config)]
+    prepared = _prepare(model, config)
+    with _LOCK:
+        _PREPARED.setdefault(model, {})[id(config)] = prepared
+    return prepared
+
+
+def predict_direct(model: Any, X: FloatArray, config: Any, fallback: Impl) -> Any:
+    """``fallback(model, X, config=config)`` (treelite's ``_predict_impl``), answered by
+    the C function directly when the model's layout allows (the same array)."""
+    prepared = _prepared(model, config) if _C is not None else None
+    if prepared is None or X.ndim != 2 or X.shape[1] < prepared.n_features:
+        return fallback(model, X, config=config)
+    data = np.asarray(X, dtype=prepared.input_dtype, order="C")
+    rows = data.shape[0]
+    out = np.zeros((rows, *prepared.output_tail), dtype=prepared.output_dtype)
+    status = _C[0](  # type: ignore[index]
+        prepared.handle,
+        data.ctypes.data,
+        prepared.input_type,
+        rows,
+        out.ctypes.data,
+        config.handle,
+    )
+    if status != 0:
+        return fallback(model, X, config=config)  # raises treelite's own error
+    return out
