@@ -208,12 +208,23 @@ def oob_point(
     """The OOB curve's point after ``i`` members: the score of the rows scored so far."""
     scored = counts > 0
     if codes is not None:
-        value = np.mean(codes[scored] == np.argmax(sums[scored], axis=1))
+        # Every row's winner, then the scored rows counted: no copies of the scored rows
+        # (50 points on 200,000 rows took seconds of each training); the same fraction.
+        hits = np.count_nonzero((codes == first_maximum(sums)) & scored)
+        value = hits / np.count_nonzero(scored)
     else:
         value = (
             skm.r2_score(y[scored], sums[scored] / counts[scored]) if scored.sum() > 1 else np.nan
         )
     return {"n_estimators": i, "score": _num(value), "n_scored": int(scored.sum())}
+
+
+def first_maximum(sums: FloatArray) -> NDArray[np.intp]:
+    """``np.argmax(sums, axis=1)``; two columns by one comparison (argmax along a short
+    axis walks each row's few cells one at a time)."""
+    if sums.shape[1] == 2:
+        return (sums[:, 1] > sums[:, 0]).astype(np.intp)
+    return np.argmax(sums, axis=1)
 
 
 def oob_from_sums(
