@@ -207,6 +207,7 @@ def oob_point(
 ) -> dict[str, Any]:
     """The OOB curve's point after ``i`` members: the score of the rows scored so far."""
     scored = counts > 0
+    value: float
     if codes is not None:
         # Every row's winner, then the scored rows counted: no copies of the scored rows
         # (50 points on 200,000 rows took seconds of each training); the same fraction.
@@ -224,7 +225,8 @@ def first_maximum(sums: FloatArray) -> NDArray[np.intp]:
     axis walks each row's few cells one at a time)."""
     if sums.shape[1] == 2:
         return (sums[:, 1] > sums[:, 0]).astype(np.intp)
-    return np.argmax(sums, axis=1)
+    winners: NDArray[np.intp] = np.argmax(sums, axis=1)
+    return winners
 
 
 def oob_from_sums(
