@@ -161,9 +161,9 @@ def _rows_note(
     the budget is also one of the version's notes."""
     if rows < (allowed if exact else min(allowed, PERMUTATION_ROWS)):
         cut = (
-            f"{rows} of {allowed} {evaluated_on} rows, evenly spread: TreeSHAP on this "
-            f"model's trees costs {work:.3g} steps (leaves x depth²) a row, and the summary "
-            f"is held to {WORK_BUDGET:.3g} steps (at least {MIN_ROWS} rows)"
+            f"{rows} of {allowed} {evaluated_on} rows, evenly spread: this model's trees "
+            f"cost {work:.3g} TreeSHAP steps (leaves x depth²) a row, and the summary is "
+            f"held to {WORK_BUDGET:.3g} steps (at least {MIN_ROWS} rows)"
         )
         notes.append(f"metrics.explanations: {cut}")
         return cut
