@@ -351,9 +351,17 @@ def staged_curve(
         elif classes is None or truth is None:
             value = skm.accuracy_score(y, pred)
         else:
-            value = np.mean(truth == class_codes(pred, list(classes)))
+            value = _hits(truth, np.asarray(pred), classes) / len(truth) if len(truth) else np.nan
         points.append({"n_estimators": i, "score": _num(value)})
     return points
+
+
+def _hits(truth: NDArray[np.intp], pred: NDArray[Any], classes: Sequence[Any]) -> int:
+    """Rows whose predicted label is their class (``truth``: class codes), counted class
+    by class: a comparison with one label is vectorised where hashing every label is not."""
+    return sum(
+        int(np.count_nonzero((truth == j) & (pred == label))) for j, label in enumerate(classes)
+    )
 
 
 def checkpoints(total: int) -> list[int]:
