@@ -89,6 +89,7 @@ def main() -> None:
                 "fit": round(stamps["evaluating"] - stamps.get("fitting", started), 2),
                 "after_fit_no_expl": round(trained - stamps["evaluating"] - explained, 2),
                 "explanations": explained,
+                "explained_rows": (fitted.metrics.explanations or {}).get("rows"),
                 "verdict": round(verdict - trained, 2),
                 "dump": round(dumped - verdict, 2),
                 "metrics_sha": hashlib.sha256(figures.encode()).hexdigest()[:12],

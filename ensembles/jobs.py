@@ -139,7 +139,7 @@ def train_and_publish(
         raise TrainingCancelledError("training was cancelled")
     progress(0, 1, "compiling")
     inference = inference_verdict(
-        fitted.pipeline, data.task, fitted.train_rows, document.random_state
+        fitted.pipeline, data.task, fitted.train_rows, document.random_state, pool.task_threads
     )
     metadata = version_metadata(job_id, document, data, fitted, inference)
     registry.publish_version(job_id, fitted.pipeline, metadata.to_json())

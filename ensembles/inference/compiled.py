@@ -65,6 +65,9 @@ class CompiledModel:
     pipeline: Pipeline = field(repr=False)
     model: Any = field(repr=False)  # treelite.Model
     plan: Plan = field(repr=False)
+    # GTIL's threads per call: one when serving (requests run side by side); the check at
+    # training may take the job's threads (each row's answer is the same either way).
+    threads: int = field(default=1, repr=False)
 
     @property
     def estimator(self) -> BaseEstimator:
@@ -126,7 +129,7 @@ class CompiledModel:
         return cast_rows(X, self.plan)
 
     def _scores(self, X: FloatArray) -> FloatArray:
-        return gtil_scores(self.model, X, self.plan)
+        return gtil_scores(self.model, X, self.plan, self.threads)
 
     def _link(self, scores: FloatArray) -> FloatArray:
         return link(scores, self.plan)

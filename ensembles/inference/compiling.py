@@ -72,11 +72,12 @@ def _versions() -> str:
 
 
 def inference_verdict(
-    pipeline: Pipeline, task: Task, X_train: pd.DataFrame, random_state: int
+    pipeline: Pipeline, task: Task, X_train: pd.DataFrame, random_state: int, threads: int = 1
 ) -> dict[str, Any]:
     """The version's ``inference`` metadata: the engine that serves it (``engine``, with the
-    ``reason`` when scikit-learn does), the check's figures and each member's engine."""
-    _, report = compile_model(pipeline, task, X_train, random_state)
+    ``reason`` when scikit-learn does), the check's figures and each member's engine;
+    ``threads``: the job's, for the compiled side of the check."""
+    _, report = compile_model(pipeline, task, X_train, random_state, threads=threads)
     return {**report.as_dict(), "engine": report.engine or SKLEARN}
 
 
@@ -87,6 +88,7 @@ def compile_model(
     rng_seed: int = 0,
     *,
     calibrate: bool = True,
+    threads: int = 1,
 ) -> tuple[Compiled | None, FidelityReport]:
     """Compile the ensemble step and check it against scikit-learn on ``X_check`` + probes.
 
@@ -94,6 +96,7 @@ def compile_model(
     MAX_CHECK_ROWS of them when there are more).  Returns the compiled
     model, or None with the reason, and the report to keep in the version's metadata.
     ``calibrate`` measures the crossover row count on this model (else DEFAULT_MAX_ROWS).
+    ``threads``: GTIL's threads for the check's rows (the engine serves with one).
     """
     started = time.perf_counter()
     estimator = pipeline[-1]
@@ -115,7 +118,7 @@ def compile_model(
     if Xt.shape[0] == 0:
         return None, _refused("no rows to check the compiled model on", started, compile_seconds)
     rows = np.vstack([Xt, probe_rows(estimator, Xt, rng=rng, missing=plan.routes_missing)])
-    return _checked(compiled, rows, X_check, calibrate, started, compile_seconds)
+    return _checked(compiled, rows, X_check, calibrate, started, compile_seconds, threads)
 
 
 def _compile_composite(
@@ -165,10 +168,14 @@ def _checked(
     calibrate: bool,
     started: float,
     compile_seconds: float,
+    threads: int = 1,
 ) -> tuple[Compiled | None, FidelityReport]:
     """The compiled model if it answers as scikit-learn on ``rows``, calibrated; the report."""
     members = compiled.members if isinstance(compiled, CompiledComposite) else ()
-    reason, max_diff = _check(compiled, rows)
+    checking = (
+        replace(compiled, threads=threads) if isinstance(compiled, CompiledModel) else compiled
+    )
+    reason, max_diff = _check(checking, rows)
     if reason is not None:
         return None, _refused(reason, started, compile_seconds, max_diff, len(rows), members)
     max_rows = _calibrate(compiled, X_check) if calibrate else DEFAULT_MAX_ROWS

@@ -307,13 +307,14 @@ def _unknown_as_missing(
     return out
 
 
-def gtil_scores(model: Any, X: FloatArray, plan: Plan) -> FloatArray:
-    """GTIL's output, one row per row of X (raw margins when the plan applies the link)."""
+def gtil_scores(model: Any, X: FloatArray, plan: Plan, threads: int = 1) -> FloatArray:
+    """GTIL's output, one row per row of X (raw margins when the plan applies the link);
+    ``threads`` above one split the rows over GTIL's threads (a big check at training)."""
     if plan.sum32 is not None:
         return library_trees.margins32(model, X, plan.sum32)
     predict = _PREDICT_WITH_CONFIG
-    if predict is None:
-        out = treelite.gtil.predict(model, X, nthread=1, pred_margin=plan.margin)
+    if predict is None or threads > 1:
+        out = treelite.gtil.predict(model, X, nthread=threads, pred_margin=plan.margin)
     else:
         out = predict_direct(model, X, _CONFIGS[plan.margin], predict)
     return np.asarray(out, dtype=np.float64).reshape(X.shape[0], -1)
