@@ -118,7 +118,7 @@ def train(
     run.check()
     explained_at = time.perf_counter()
     with run.predicting():
-        science["explanations"] = _explanations(fit, rows, scores, notes, run.pool.task_threads)
+        science["explanations"] = _explanations(fit, rows, scores, notes)
     timings["explanations_s"] = round(time.perf_counter() - explained_at, 3)
     if fit.kind.threads_param is not None:  # measured with the job's threads; stored with one
         fit.ensemble.set_params(**{fit.kind.threads_param: 1})
@@ -178,13 +178,12 @@ def _fit(
     return Fit(spec, kind, task, features, pipeline, Xt, own, classes, rounds)
 
 
-def _explanations(fit: Fit, rows: Rows, scores: Scores, notes: list[str], processes: int) -> Any:
-    """``metrics.explanations`` on the rows the scores were measured on, a costly model's
-    TreeSHAP shared by ``processes`` (the job's CPUs: the fit is over)."""
+def _explanations(fit: Fit, rows: Rows, scores: Scores, notes: list[str]) -> Any:
+    """``metrics.explanations`` on the rows the scores were measured on."""
     evaluated_on = "holdout" if rows.X_hold is not None else "train"
     return explanation_summary(
         fit.pipeline, fit.task, _classes(fit.classes), rows.X_train, scores.Xbt,
-        evaluated_on, notes, processes,
+        evaluated_on, notes,
     )  # fmt: skip
 
 

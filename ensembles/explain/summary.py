@@ -29,7 +29,6 @@ from sklearn.pipeline import Pipeline
 
 from ensembles.explain.attribution import ExplainUnavailableError, ExplanationTooSlowError
 from ensembles.explain.explanation import Explained, explain, reference_row
-from ensembles.explain.parts import in_parts
 from ensembles.tasks import Task
 
 log = logging.getLogger(__name__)
@@ -42,9 +41,6 @@ BUDGET_S = 120.0  # an explanation past this is left out of the metrics, with a 
 # the 2-CPU development machine; never fewer than MIN_ROWS rows.
 WORK_BUDGET = 1.5e9
 MIN_ROWS = 10
-# Rows costing more steps than this are shared by forked processes (~0.4 s on one core;
-# a fork of a trained 200,000-row forest's process costs tens of milliseconds).
-SHARED_STEPS = 3e8
 
 
 def typical_row(X: pd.DataFrame) -> dict[str, Any]:
@@ -71,10 +67,8 @@ def explanation_summary(
     Xbt: NDArray[Any],
     evaluated_on: str,
     notes: list[str],
-    processes: int = 1,
 ) -> dict[str, Any] | None:
-    """The block, or None with a note saying why there is none; ``processes``: how many
-    may share the TreeSHAP of a costly model (the job's CPUs)."""
+    """The block, or None with a note saying why there is none."""
     reference = typical_row(X_train)
     encoded = reference_row(pipeline, reference)
     names = None if classes is None else list(classes)
@@ -88,17 +82,12 @@ def explanation_summary(
             pipeline, task, part, names, reference=encoded, deadline=deadline, check=False
         )
 
-    def explain_rows(some: NDArray[Any]) -> list[Explained]:
-        shared = processes if work * len(some) >= SHARED_STEPS else 1
-        return in_parts(explain_part, some, shared, deadline)
-
     try:
         # The first rows tell whether the method is exact; only then are the others worth it.
-        parts = explain_rows(rows[:PERMUTATION_ROWS])
-        explained = parts[0]
+        explained = explain_part(rows[:PERMUTATION_ROWS])
+        contributions = [explained.contributions]
         if explained.exact and len(rows) > PERMUTATION_ROWS:
-            parts += explain_rows(rows[PERMUTATION_ROWS:])
-        contributions = [part.contributions for part in parts]
+            contributions.append(explain_part(rows[PERMUTATION_ROWS:]).contributions)
     except ExplainUnavailableError:
         notes.append("no metrics.explanations: the optional 'explain' extra is not installed")
         return None
