@@ -22,7 +22,11 @@ pytestmark = pytest.mark.skipif(
 )
 ROWS = 10_000
 REQUESTS = 6
-MAX_FAULTS_PER_REQUEST = 1_000  # 4,400 with glibc's default thresholds; about 150 with ours
+# glibc's own thresholds re-fault the buffers (4,400 faults a request where it was found);
+# the service's keep about 150. Compared with a server left on glibc's own thresholds in
+# the same test, so what else the machine is doing moves both alike.
+AT_MOST_OF_GLIBCS_OWN = 0.25
+GLIBCS_OWN = {"GLIBC_TUNABLES": "glibc.malloc.check=0"}  # glibc's default, an operator's
 
 
 def minor_faults(pid: int) -> int:
@@ -31,15 +35,33 @@ def minor_faults(pid: int) -> int:
     return int(fields[7])
 
 
+def warm_faults_per_request(server: Server, body: bytes, version: int) -> int:
+    """The median minor faults of the warm requests (the first two warm the heap)."""
+    faults = []
+    assert server.process is not None
+    with server.client() as client:
+        for _ in range(REQUESTS):
+            before = minor_faults(server.process.pid)
+            answer = client.post(
+                f"/v1/models/bc/versions/{version}/predict",
+                content=body,
+                headers={"content-type": "application/json"},
+            )
+            assert answer.status_code == 200, answer.text[:300]
+            assert len(answer.json()["predictions"]) == ROWS
+            faults.append(minor_faults(server.process.pid) - before)
+    return sorted(faults[2:])[1]
+
+
 def test_big_json_bodies_do_not_fault_their_buffers_in_afresh(
     servers: Callable[..., Server],
 ) -> None:
-    server = servers()
     frame = load_breast_cancer(as_frame=True).frame
     features = [c for c in frame.columns if c != "target"]
     rows = frame[features].to_numpy()[np.arange(ROWS) % len(frame)].tolist()
     body = json.dumps({"instances": {"columns": features, "data": rows}}).encode()
-    with server.client() as client:
+    ours = servers()
+    with ours.client() as client:
         dataset = client.post(
             "/v1/datasets",
             json={"name": "bc", "columns": list(frame.columns), "rows": frame.values.tolist()},
@@ -55,19 +77,11 @@ def test_big_json_bodies_do_not_fault_their_buffers_in_afresh(
             },
         )
         assert trained.status_code == 201, trained.text[:300]
-        faults = []
-        assert server.process is not None
-        for _ in range(REQUESTS):
-            before = minor_faults(server.process.pid)
-            answer = client.post(
-                "/v1/models/bc/versions/1/predict",
-                content=body,
-                headers={"content-type": "application/json"},
-            )
-            assert answer.status_code == 200, answer.text[:300]
-            assert len(answer.json()["predictions"]) == ROWS
-            faults.append(minor_faults(server.process.pid) - before)
-    assert sorted(faults[2:])[1] < MAX_FAULTS_PER_REQUEST, faults  # warm requests
+    with_ours = warm_faults_per_request(ours, body, 1)
+    ours.stop()
+    glibcs = servers(**GLIBCS_OWN)  # the same data folder: the same version
+    with_glibcs = warm_faults_per_request(glibcs, body, 1)
+    assert with_ours < AT_MOST_OF_GLIBCS_OWN * with_glibcs, (with_ours, with_glibcs)
 
 
 @pytest.mark.parametrize(
