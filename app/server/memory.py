@@ -6,7 +6,7 @@ maps each buffer above its mmap threshold on its own and unmaps it when freed, a
 the free top of a heap back above its trim threshold; both thresholds start low (128 KiB,
 256 KiB) and adapt only partly. So every big request touched fresh pages: 4,400 page faults
 for one 10,000-row body, half the wall time of its parse (issue 24; figures in
-docs/performance.md, "bigjson"). With buffers up to 32 MiB kept in the heap (glibc's
+docs/performance.md, "Big bodies served"). With buffers up to 32 MiB kept in the heap (glibc's
 largest mmap threshold), up to 128 MiB of free heap kept mapped and heaps grown 16 MiB
 at a time, the same request faults about 150 times. The price is memory the process keeps
 after a burst of big requests: at most the trim threshold per malloc arena.
