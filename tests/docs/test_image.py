@@ -146,14 +146,7 @@ code = pytest.main(["-q", "-p", "no:cacheprovider", "-p", "no:xdist", "tests/uni
 print(any(m.startswith(LEFT_OUT) for m in sys.modules))
 sys.exit(code)
 """
-    done = subprocess.run(
-        [sys.executable, "-c", script],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-        cwd=ROOT,
-    )
+    done = _python_script(script)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert " passed" in done.stdout and done.stdout.strip().splitlines()[-1] == "False"
 
@@ -276,14 +269,7 @@ assert botocore.__file__.startswith({str(site)!r}), botocore.__file__
 sys.exit(pytest.main(["-q", "-p", "no:cacheprovider", "-p", "no:xdist", "-k", "s3",
                       "tests/unit/registry/test_store_contract.py"]))
 """
-    tested = subprocess.run(
-        [sys.executable, "-c", script],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-        cwd=ROOT,
-    )
+    tested = _python_script(script)
     assert tested.returncode == 0, tested.stdout[-3000:] + tested.stderr[-3000:]
     assert re.search(r"\b[1-9]\d* passed", tested.stdout)
 
@@ -305,3 +291,16 @@ def test_the_build_context_lets_in_every_file_the_dockerfile_copies() -> None:
     for source in sources:
         assert (ROOT / source).exists(), source
         assert any(source == a or source.startswith(f"{a}/") for a in allowed), source
+
+
+def _python_script(script: str) -> subprocess.CompletedProcess[str]:
+    """``script`` run by a fresh interpreter at the repository's root (tests it starts
+    see what the script left out of the import system)."""
+    return subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        cwd=ROOT,
+    )
