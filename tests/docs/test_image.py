@@ -197,13 +197,7 @@ def test_slim_venv_removes_what_never_runs_and_keeps_what_does(tmp_path: Path) -
     site = _fake_venv(tmp_path)
     (extension,) = (site / "markupsafe").glob("_speedups*.so")
     before = extension.stat().st_size
-    done = subprocess.run(
-        ["bash", str(SCRIPTS / "slim_venv.sh"), str(tmp_path / "venv")],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = _slim(tmp_path / "venv")
     assert done.returncode == 0, done.stdout + done.stderr
     left = {p.relative_to(site).as_posix() for p in site.rglob("*") if p.is_file()}
     assert {"pkg/__init__.py", "pkg/testing/__init__.py", "pkg/tests.py"} <= left
@@ -246,13 +240,7 @@ def test_the_object_store_works_with_the_images_botocore(tmp_path: Path) -> None
     the S3 store's contract tests pass on such a botocore (the moto server keeps its own)."""
     site = tmp_path / "venv" / "lib" / "python3.11" / "site-packages"
     shutil.copytree(Path(sysconfig.get_paths()["purelib"]) / "botocore", site / "botocore")
-    done = subprocess.run(
-        ["bash", str(SCRIPTS / "slim_venv.sh"), str(tmp_path / "venv")],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = _slim(tmp_path / "venv")
     assert done.returncode == 0, done.stdout + done.stderr
     assert {p.name for p in (site / "botocore" / "data").iterdir() if p.is_dir()} == {
         "s3",
@@ -303,4 +291,15 @@ def _python_script(script: str) -> subprocess.CompletedProcess[str]:
         timeout=600,
         check=False,
         cwd=ROOT,
+    )
+
+
+def _slim(venv: Path) -> subprocess.CompletedProcess[str]:
+    """``scripts/slim_venv.sh`` run on ``venv``, as the image's build stage runs it."""
+    return subprocess.run(
+        ["bash", str(SCRIPTS / "slim_venv.sh"), str(venv)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
