@@ -91,39 +91,77 @@ def score_fit(fit: Fit, rows: Rows, random_state: int, notes: list[str]) -> Scor
 
 
 def _score_each(fit: Fit, rows: Rows, random_state: int, notes: list[str]) -> Scores:
-    """Each figure by its own predictions."""
+    """Each figure by its own predictions, but for a kind whose staged answers and final
+    answers come from one walk of its trees (``Stages.answers``): the rows the curve is
+    drawn on are then answered once, for the curve and for their scores."""
     spec, task, classes, pipeline = fit.spec, fit.task, fit.classes, fit.pipeline
-    holdout: metrics.Scores | None = None
-    with scikit_learn_errors("score this model on its training rows", spec, task, ("ensemble",)):
-        on_train = _evaluate(pipeline, rows.X_train, rows.y_train, task, classes)
-    if rows.X_hold is not None and rows.y_hold is not None:
-        with scikit_learn_errors("score this model on the hold-out rows", spec, task, HOLDOUT):
-            holdout = _evaluate(pipeline, rows.X_hold, rows.y_hold, task, classes)
-    else:
-        notes.append("no hold-out set (holdout_fraction = 0)")
+    held = rows.X_hold is not None and rows.y_hold is not None
     basis, Xb, yb = (
         ("holdout", rows.X_hold, rows.y_hold)
         if rows.X_hold is not None
         else ("train", rows.X_train, rows.y_train)
     )
     assert Xb is not None and yb is not None
+    doing, path = (
+        ("score this model on the hold-out rows", HOLDOUT)
+        if held
+        else ("score this model on its training rows", ("ensemble",))
+    )
+    with scikit_learn_errors(doing, spec, task, path):
+        shared = _shared_pass(fit, Xb)
+    final = None if shared is None else shared.final
+    holdout: metrics.Scores | None = None
+    with scikit_learn_errors("score this model on its training rows", spec, task, ("ensemble",)):
+        on_train = _evaluate(
+            pipeline, rows.X_train, rows.y_train, task, classes, None if held else final
+        )
+    if rows.X_hold is not None and rows.y_hold is not None:
+        with scikit_learn_errors("score this model on the hold-out rows", spec, task, HOLDOUT):
+            holdout = _evaluate(pipeline, rows.X_hold, rows.y_hold, task, classes, final)
+    else:
+        notes.append("no hold-out set (holdout_fraction = 0)")
     kind, ensemble = fit.kind, fit.ensemble
     with scikit_learn_errors("measure this model's members", spec, task, ("ensemble",)):
         oob, oob_curve = _oob(fit, rows.y_train, notes)
-        Xbt = np.asarray(pipeline[:-1].transform(Xb))
+        Xbt = np.asarray(pipeline[:-1].transform(Xb)) if shared is None else shared.Xbt
         members, member_note = metrics.member_scores(
             ensemble, Xbt, yb, task, classes, basis, walk=kind.members
         )
         if member_note and kind.members != "none":  # "none": members never score alone
             notes.append(member_note)
-        curve = _curve(kind, ensemble, oob_curve, Xbt, yb, task, basis, notes)
+        staged = None if shared is None else shared.staged
+        curve = _curve(kind, ensemble, oob_curve, Xbt, yb, task, basis, notes, staged)
         extra: dict[str, Any] = {}
         if task == "regression":
-            predicted = np.asarray(pipeline.predict(Xb))
+            predicted = np.asarray(pipeline.predict(Xb)) if final is None else final
             extra["predicted_vs_actual"] = metrics.prediction_pairs(
                 yb, predicted, basis, random_state
             )
     return Scores(on_train, holdout, oob, members, curve, extra, Xbt)
+
+
+@dataclass(frozen=True)
+class _SharedPass:
+    """The curve's rows, preprocessed, with their staged and final answers."""
+
+    Xbt: NDArray[Any]
+    staged: list[Any]
+    final: NDArray[np.float64]
+
+
+def _shared_pass(fit: Fit, Xb: pd.DataFrame) -> _SharedPass | None:
+    """One walk of the trees for the curve and the scores of the rows it is drawn on
+    (None: the kind has no such walk, or its labels are not the first maximum of its
+    probabilities, so each figure asks the model as before)."""
+    stages = fit.kind.stages
+    if fit.kind.curve != "stages" or stages is None or stages.answers is None:
+        return None
+    if fit.task == "classification" and fit.kind.labels != "argmax":
+        return None
+    Xbt = np.asarray(fit.pipeline[:-1].transform(Xb))
+    marks = metrics.checkpoints(stages.count(fit.ensemble))
+    answers = stages.answers(fit.ensemble, Xbt, marks)
+    return _SharedPass(Xbt, answers.staged, answers.final)
 
 
 def _score_by_members(fit: Fit, rows: Rows, random_state: int, notes: list[str]) -> Scores:
@@ -313,14 +351,26 @@ def measure_science(
 
 
 def _evaluate(
-    pipeline: Pipeline, X: pd.DataFrame, y: NDArray[Any], task: Task, classes: list[Any]
+    pipeline: Pipeline,
+    X: pd.DataFrame,
+    y: NDArray[Any],
+    task: Task,
+    classes: list[Any],
+    final: NDArray[np.float64] | None = None,
 ) -> metrics.Scores:
+    """The metric set of ``pipeline`` on these rows; ``final``: its ``predict_proba``
+    (classifier) or ``predict`` (regressor) on them, already answered (_shared_pass)."""
+    ensemble = pipeline[-1]
+    if final is not None:
+        if task != "classification":
+            return metrics.score(task, y, final, None, classes)
+        pred = ensemble.classes_.take(np.argmax(final, axis=1), axis=0)
+        return metrics.score(task, y, np.asarray(pred), final, classes)
     proba = (
         pipeline.predict_proba(X)
         if task == "classification" and hasattr(pipeline, "predict_proba")
         else None
     )
-    ensemble = pipeline[-1]
     kind = kind_of(ensemble)
     if proba is not None and kind is not None and kind.labels == "argmax":
         # Their predict is exactly this (scikit-learn's own code): one pass over the members
@@ -340,14 +390,18 @@ def _curve(
     task: Task,
     basis: str,
     notes: list[str],
+    staged: list[Any] | None = None,
 ) -> dict[str, Any] | None:
     """OOB curve for the bagging family, forests and pasting_votes, staged scores for
-    boosting (an own algorithm's other curves are in ``metrics.curves``)."""
+    boosting (an own algorithm's other curves are in ``metrics.curves``; ``staged``: the
+    staged answers at the checkpoints, already answered)."""
     metric = metrics.primary_metric(task)
     if kind.curve == "oob" and oob_curve:
         return {"basis": "oob", "metric": metric, "points": oob_curve}
     points = (
-        metrics.staged_curve(ensemble, Xbt, yb, task, kind.stages) if kind.curve == "stages" else []
+        metrics.staged_curve(ensemble, Xbt, yb, task, kind.stages, staged)
+        if kind.curve == "stages"
+        else []
     )
     if points:
         return {"basis": basis, "metric": metric, "points": points}

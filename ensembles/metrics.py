@@ -326,12 +326,15 @@ def staged_curve(
     y: NDArray[Any],
     task: Task,
     stages: Stages | None = None,
+    staged: list[Any] | None = None,
 ) -> list[dict[str, Any]]:
     """Score after each boosting stage (sampled to at most MAX_CURVE_POINTS points); a
-    library's model through its own staged prediction (``stages``), at the checkpoints."""
+    library's model through its own staged prediction (``stages``), at the checkpoints
+    (``staged``: its answers there, when a walk of the trees already gave them)."""
     if stages is not None:
         marks = checkpoints(stages.count(ensemble))
-        staged_at = list(zip(marks, stages.predict(ensemble, Xt, marks), strict=True))
+        answers = stages.predict(ensemble, Xt, marks) if staged is None else staged
+        staged_at = list(zip(marks, answers, strict=True))
     else:
         staged = getattr(ensemble, "staged_predict", None)
         if staged is None:

@@ -11,7 +11,7 @@ from ensembles.catalog.groups import N_EST, NON_NEG, POSITIVE
 from ensembles.catalog.params import MAX_N_ESTIMATORS, NULL, Choice, Int, Num, P, Param
 from ensembles.catalog.traits import Kind, Library, Stages
 from ensembles.explain import native
-from ensembles.kinds import catboost_kind, lightgbm_kind, xgboost_kind
+from ensembles.kinds import catboost_kind, lightgbm_kind, lightgbm_pass, xgboost_kind
 from ensembles.kinds.boosting_library import FIT_PARAMS, classes_of
 
 OPEN_UNIT = Num(0, 1, lo_open=True, hi_open=True)
@@ -138,7 +138,9 @@ LIGHTGBM = Kind(
     categorical_params=lightgbm_kind.categorical_params,
     estimator_params=lightgbm_kind.estimator_params,
     fit_rounds=lightgbm_kind.fit_rounds,
-    stages=Stages(lightgbm_kind.rounds_kept, lightgbm_kind.predict_at),
+    stages=Stages(
+        lightgbm_kind.rounds_kept, lightgbm_kind.predict_at, lightgbm_pass.staged_answers
+    ),
     library=Library("lightgbm", "lightgbm", "boosting"),
     compiled="lightgbm",
     explain=native.lightgbm_attribution,

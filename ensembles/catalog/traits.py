@@ -147,6 +147,10 @@ class Stages:
 
     count: Callable[[Any], int]
     predict: Callable[[Any, Any, list[int]], list[Any]]
+    # The same staged answers and the model's final ones (``predict_proba`` of a
+    # classifier, ``predict`` of a regressor, the same bits) from one walk of the trees,
+    # when the library can give both for the price of one (LightGBM: lightgbm_pass).
+    answers: Callable[[Any, Any, list[int]], Any] | None = None
 
 
 @dataclass(frozen=True)
