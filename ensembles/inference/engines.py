@@ -58,6 +58,13 @@ class Engine(Protocol):
         request costs tens of microseconds of CPU?"""
         ...
 
+    @property
+    def rows_apart(self) -> bool:
+        """Is each row's answer computed from that row alone, in the calling thread, so
+        that a big request answered in parts on several threads gets the same bits
+        (:mod:`ensembles.inference.row_parts`)?"""
+        ...
+
     def use_for(self, n_rows: int) -> bool:
         """Is this engine the one to answer a request of ``n_rows`` rows?"""
         ...
@@ -75,6 +82,15 @@ class SklearnEngine:
     task: Task
     name: str = SKLEARN
     native: bool = False
+
+    @property
+    def rows_apart(self) -> bool:
+        """Kinds that say so (tree ensembles), stored to predict in one thread."""
+        kind = kind_of(self.estimator)
+        if kind is None or not kind.rows_apart:
+            return False
+        threads = getattr(self.estimator, kind.threads_param or "n_jobs", None)
+        return threads is None or threads == 1
 
     def use_for(self, n_rows: int) -> bool:
         return True
