@@ -16,6 +16,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 if TYPE_CHECKING:  # imported when used: the launcher reads settings without the library
     from ensembles import SpecLimits, TableLimits
+    from ensembles.inference.row_parts import RowParts
     from ensembles.registry.stores import StoreConfig
 
 Role = Literal["read", "train", "admin"]
@@ -27,6 +28,27 @@ WORKERS_HELP: Final = (
     f"ENSEMBLE_WORKERS is the number of server processes: a whole number from 1 to "
     f"{MAX_WORKERS}, or auto (one per CPU this process may use)"
 )
+
+MAX_PREDICT_THREADS: Final = 256
+PREDICT_THREADS_HELP: Final = (
+    "ENSEMBLE_PREDICT_THREADS is the number of threads one big prediction request may be "
+    f"answered on: a whole number from 1 to {MAX_PREDICT_THREADS}, or auto (the CPUs this "
+    "process may use divided by ENSEMBLE_WORKERS)"
+)
+
+
+def parse_predict_threads(value: object) -> int | Literal["auto"]:
+    """``ENSEMBLE_PREDICT_THREADS``: a whole number from 1 to MAX_PREDICT_THREADS, or ``auto``."""
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if text == "auto":
+            return "auto"
+        value = int(text) if text.isascii() and text.isdigit() else text
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(PREDICT_THREADS_HELP)
+    if not 1 <= value <= MAX_PREDICT_THREADS:
+        raise ValueError(PREDICT_THREADS_HELP)
+    return value
 
 
 def parse_api_keys(value: object) -> dict[str, Role]:
@@ -259,6 +281,18 @@ class Settings(BaseSettings):
         "refits the ensemble and one member).",
     )
 
+    predict_threads: Annotated[int | Literal["auto"], NoDecode] = Field(
+        default="auto",
+        description="Threads one big prediction request of a tree ensemble may be answered "
+        f"on, its rows cut into parts (the same answers): 1 to {MAX_PREDICT_THREADS}, or auto "
+        "for the CPUs this process may use divided by the server processes.",
+    )
+    predict_part_rows: int = Field(
+        default=2_000,
+        ge=1,
+        description="Fewest rows of one part of a request answered on several threads: "
+        "requests of fewer than twice this many rows are answered in one call.",
+    )
     workers: Annotated[int | Literal["auto"], NoDecode] = Field(
         default=1,
         description="Server processes sharing the port (``python -m app`` and ``make run`` "
@@ -297,6 +331,11 @@ class Settings(BaseSettings):
     def _parse_workers(cls, value: object) -> object:
         return parse_workers(value)
 
+    @field_validator("predict_threads", mode="before")
+    @classmethod
+    def _parse_predict_threads(cls, value: object) -> object:
+        return parse_predict_threads(value)
+
     @field_validator("dask_scheduler", mode="before")
     @classmethod
     def _parse_dask_scheduler(cls, value: object) -> object:
@@ -313,6 +352,17 @@ class Settings(BaseSettings):
         if self.workers == "auto":
             return min(available_cpus(), MAX_WORKERS)
         return self.workers
+
+    @property
+    def row_parts(self) -> RowParts:
+        """How big prediction requests are cut (``auto``: this process's share of the CPUs,
+        so that the server processes together use each CPU once)."""
+        from ensembles.inference.row_parts import RowParts
+
+        threads = self.predict_threads
+        if threads == "auto":
+            return RowParts(max(1, available_cpus() // self.worker_count), self.predict_part_rows)
+        return RowParts(threads, self.predict_part_rows)
 
     @property
     def store(self) -> StoreConfig:

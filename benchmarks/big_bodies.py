@@ -10,10 +10,12 @@ for an Arrow IPC body; and each engine's answer on the preprocessed rows (the co
 one, scikit-learn's or the library's own).  Medians of ``--repeats`` calls; the spread is
 the interquartile range.  Figures are ratios to the floor measured in the same run.
 The process keeps big buffers mapped as a server process does (``app.server.memory``);
-``--default-malloc`` measures with glibc's default thresholds instead.
+``--default-malloc`` measures with glibc's default thresholds instead.  The prediction is
+cut into parts on ``--threads`` threads as a server process cuts it (default: its ``auto``,
+the CPUs this process may use; 1: one call, as before ``ENSEMBLE_PREDICT_THREADS``).
 
     PYTHONPATH=. .venv/bin/python benchmarks/big_bodies.py [--repeats 15] [--only gb] [--cpu]
-        [--default-malloc]
+        [--default-malloc] [--threads N] [--part-rows N]
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from app.bodies import read_table_body
 from app.schemas.predictions import PredictRequest
 from app.server.memory import keep_big_buffers_mapped
 from app.services import predictions as service
+from app.settings import available_cpus
 from ensembles import (
     EvaluationSpec,
     parse_estimator_spec,
@@ -45,6 +48,7 @@ from ensembles import (
 )
 from ensembles.inference import PredictOptions, check_rows, check_table, prepare
 from ensembles.inference.compiling import inference_verdict
+from ensembles.inference.row_parts import DEFAULT_MIN_ROWS, RowParts
 
 SEED = 42
 ROWS = 10_000
@@ -85,7 +89,7 @@ def arrow_body(frame: Any) -> bytes:
     return bytes(sink.getvalue().to_pybytes())
 
 
-def measure(name: str, repeats: int, clock: Callable[[], float]) -> dict[str, Any]:
+def measure(name: str, repeats: int, clock: Callable[[], float], parts: RowParts) -> dict[str, Any]:
     frame = datasets.load_breast_cancer(as_frame=True).frame
     data = select_training_data(table_from_frame(frame), "target")
     spec = resolve_ensemble(parse_estimator_spec(MODELS[name]), data.task)
@@ -94,7 +98,7 @@ def measure(name: str, repeats: int, clock: Callable[[], float]) -> dict[str, An
         model = train(data, spec, EvaluationSpec(holdout_fraction=0.0, cv_folds=0), SEED)
     pipeline = model.pipeline
     verdict = inference_verdict(pipeline, data.task, data.X, SEED)
-    servable = prepare(pipeline, model.signature, verdict)
+    servable = prepare(pipeline, model.signature, verdict, parts)
     rng = np.random.default_rng(SEED)
     rows = data.X.iloc[rng.integers(0, len(data.X), ROWS)].reset_index(drop=True)
     columns = list(rows.columns)
@@ -145,7 +149,8 @@ def measure(name: str, repeats: int, clock: Callable[[], float]) -> dict[str, An
     chosen = servable.engine_for(ROWS).name
     print(
         f"\n{name}: floor {floor:.2f} ms; engine for {ROWS} rows: {chosen}; "
-        f"crossover {verdict.get('crossover_rows')}; body {len(body) / 1e6:.1f} MB"
+        f"crossover {verdict.get('crossover_rows')}; body {len(body) / 1e6:.1f} MB; "
+        f"{parts.parts_for(ROWS)} part(s) on {parts.threads} thread(s)"
     )
     for stage, (ms, iqr) in times.items():
         print(f"  {stage:28s} {ms:8.2f} ms  (iqr {iqr:.2f})  {ms / floor:5.2f}x floor")
@@ -167,13 +172,20 @@ def main() -> None:
         action="store_true",
         help="glibc's default mmap and trim thresholds, not the server process's",
     )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=available_cpus(),
+        help="threads a prediction is cut over (default: the server's auto with one process)",
+    )
+    parser.add_argument("--part-rows", type=int, default=DEFAULT_MIN_ROWS)
     args = parser.parse_args()
     if not args.default_malloc:
         keep_big_buffers_mapped()
     clock = time.process_time if args.cpu else time.perf_counter
     for name in MODELS:
         if args.only is None or args.only == name:
-            measure(name, args.repeats, clock)
+            measure(name, args.repeats, clock, RowParts(args.threads, args.part_rows))
 
 
 if __name__ == "__main__":

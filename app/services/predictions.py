@@ -406,7 +406,7 @@ def servable_for(services: Services, record: VersionRecord) -> Servable:
         pipeline = services.registry.load_model(record.model, record.version)
         inference = record.metadata.get("inference")
         recorded = inference if isinstance(inference, dict) else None
-        servable = prepare(pipeline, signature, recorded)
+        servable = prepare(pipeline, signature, recorded, services.settings.row_parts)
         # Rule: collect, then freeze, once per load (never per request), so the cyclic
         # collector's full scans skip the long-lived model.  Figures: docs/performance.md.
         gc.collect()

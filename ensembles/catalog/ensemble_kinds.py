@@ -191,6 +191,7 @@ SKLEARN_ENSEMBLE_KINDS: tuple[Kind, ...] = (
         combination="sum",
         labels="raw_ge",
         compiled="boosting",
+        rows_apart=True,
         importances="estimator",
         explain="tree_shap",
         explain_space="margin",

@@ -148,6 +148,7 @@ def forest_kind(name: str, description: str, classes: Mapping[Task, type], boots
         combination="mean",
         labels="argmax",
         compiled="forest",
+        rows_apart=True,
         importances="estimator",
         explain="tree_shap",
     )

@@ -103,6 +103,7 @@ XGBOOST = Kind(
     # Its classifier is the service's subclass (the table's classes: xgboost_labels).
     libraries=("ensemble-service",),
     compiled="xgboost",
+    rows_apart=True,
     explain=native.xgboost_attribution,
     raw_scores=native.xgboost_margin,
     **_TRAITS,  # type: ignore[arg-type]
@@ -143,6 +144,7 @@ LIGHTGBM = Kind(
     ),
     library=Library("lightgbm", "lightgbm", "boosting"),
     compiled="lightgbm",
+    rows_apart=True,
     explain=native.lightgbm_attribution,
     raw_scores=native.lightgbm_margin,
     **_TRAITS,  # type: ignore[arg-type]

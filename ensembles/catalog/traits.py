@@ -215,6 +215,10 @@ class Kind:
     # The constructor parameter counting the library's threads: the job's while the
     # service fits and measures it, one in the stored model (its answers in one thread).
     threads_param: str | None = None
+    # Its fitted model's answer for a row reads that row alone and, stored with one thread,
+    # is computed in the calling thread: a big request may be answered in parts on several
+    # threads with the same bits (ensembles.inference.row_parts).
+    rows_apart: bool = False
     stages: Stages | None = None
     # Its multiclass ``predict`` answers a column of labels (CatBoost): the service reads
     # them flattened; scikit-learn's hard voting and AdaBoost, which count them, refuse it.

@@ -81,6 +81,11 @@ class CompiledModel:
         """Every tree is walked by GTIL: no scikit-learn call but for rows on a tie."""
         return True
 
+    @property
+    def rows_apart(self) -> bool:
+        """GTIL walks each row on its own (and ties ask the estimator for those rows)."""
+        return self.threads == 1
+
     def use_for(self, n_rows: int) -> bool:
         """Is this engine the faster one for a request of ``n_rows`` rows?"""
         return n_rows <= self.max_rows

@@ -357,6 +357,11 @@ class CompiledComposite:
         """Is every member answered by GTIL or numpy (no scikit-learn call but for ties)?"""
         return all(record.get("engine") != SKLEARN for record in self.members)
 
+    @property
+    def rows_apart(self) -> bool:
+        """Members of any kind (a linear one's BLAS among them): answered in one call."""
+        return False
+
     def use_for(self, n_rows: int) -> bool:
         """Is this engine the faster one for a request of ``n_rows`` rows?"""
         return n_rows <= self.max_rows

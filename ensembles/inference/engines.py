@@ -12,7 +12,8 @@ does, with no repeated work: for estimators whose ``predict`` is by scikit-learn
 code the first maximum of ``predict_proba`` (forests, bagging, soft voting), labels come
 from the probabilities already computed rather than from a second pass over the members,
 stacking's members are asked once for both its labels and its probabilities, and
-gradient boosting's trees are walked once for both (:func:`_boosted`).
+gradient boosting's trees are walked once for both (:func:`_boosted`); a forest's trees
+are summed without joblib's wrapper around each (:mod:`ensembles.inference.forest_mean`).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from numpy.typing import NDArray
 from sklearn.base import BaseEstimator
 
 from ensembles.catalog import LabelRule, kind_of
+from ensembles.inference.forest_mean import forest_mean
 from ensembles.tasks import Task
 
 __all__ = ["SKLEARN", "Answer", "Engine", "SklearnEngine"]
@@ -56,6 +58,13 @@ class Engine(Protocol):
         request costs tens of microseconds of CPU?"""
         ...
 
+    @property
+    def rows_apart(self) -> bool:
+        """Is each row's answer computed from that row alone, in the calling thread, so
+        that a big request answered in parts on several threads gets the same bits
+        (:mod:`ensembles.inference.row_parts`)?"""
+        ...
+
     def use_for(self, n_rows: int) -> bool:
         """Is this engine the one to answer a request of ``n_rows`` rows?"""
         ...
@@ -74,13 +83,25 @@ class SklearnEngine:
     name: str = SKLEARN
     native: bool = False
 
+    @property
+    def rows_apart(self) -> bool:
+        """Kinds that say so (tree ensembles), stored to predict in one thread."""
+        kind = kind_of(self.estimator)
+        if kind is None or not kind.rows_apart:
+            return False
+        threads = getattr(self.estimator, kind.threads_param or "n_jobs", None)
+        return threads is None or threads == 1
+
     def use_for(self, n_rows: int) -> bool:
         return True
 
     def answer(self, Xt: NDArray[Any], *, with_proba: bool = False) -> Answer:
         estimator = self.estimator
         if self.task == "regression":
-            return Answer(np.asarray(estimator.predict(Xt)), None, SKLEARN)
+            values = forest_mean(estimator, Xt, "predict")
+            if values is None:
+                values = np.asarray(estimator.predict(Xt))
+            return Answer(values, None, SKLEARN)
         with_proba = with_proba and hasattr(estimator, "predict_proba")
         rule = _label_rule(estimator)
         if rule == "stacked" and not isinstance(estimator.classes_, list):  # single output
@@ -92,7 +113,9 @@ class SklearnEngine:
         by_argmax = _predicts_by_argmax(estimator, rule)
         if not (with_proba or by_argmax):
             return Answer(np.asarray(estimator.predict(Xt)), None, SKLEARN)
-        proba = np.asarray(estimator.predict_proba(Xt), dtype=np.float64)
+        proba = forest_mean(estimator, Xt, "predict_proba")
+        if proba is None:
+            proba = np.asarray(estimator.predict_proba(Xt), dtype=np.float64)
         if by_argmax:
             labels = np.asarray(estimator.classes_).take(np.argmax(proba, axis=1), axis=0)
         else:

@@ -9,7 +9,9 @@ shared by every request (it holds no per-request state):
   recorded that it passed the fidelity check when the version was created and it still
   answers the same at load time; scikit-learn's own last, for every other version and for
   requests larger than the compiled engine's crossover.  Each request is answered by the
-  first engine that wants its size (:meth:`Servable.engine_for`);
+  first engine that wants its size (:meth:`Servable.engine_for`), a big request in
+  parts on several threads when the engine's rows are apart
+  (:mod:`ensembles.inference.row_parts`);
 * when the preprocessing only passes numeric columns through (tables of numbers without
   missing values), stacking the request's columns as float64 is exactly what the
   ColumnTransformer returns (checked here once), so rows never become a DataFrame.
@@ -18,7 +20,7 @@ shared by every request (it holds no per-request state):
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -31,6 +33,7 @@ from ensembles.inference.cells import input_error
 from ensembles.inference.compiling import rebuild
 from ensembles.inference.engines import SKLEARN, Answer, Engine, SklearnEngine
 from ensembles.inference.result import Prediction, PredictOptions
+from ensembles.inference.row_parts import RowParts
 from ensembles.inference.votes import (
     class_labels,
     floats_out,
@@ -60,6 +63,7 @@ class Servable:
     signature: ModelSignature
     engines: tuple[Engine, ...]  # in order of preference; the last answers any size
     passthrough: tuple[str, ...] | None = None  # columns whose float64 stack is the input
+    row_parts: RowParts = field(default_factory=RowParts)  # threads of a big request
 
     def engine_for(self, n_rows: int) -> Engine:
         """The engine that answers a request of ``n_rows`` rows."""
@@ -81,8 +85,11 @@ class Servable:
 
     def answer(self, rows: Rows, *, with_proba: bool = False) -> Answer:
         """The pipeline's predictions (and probabilities when asked) for ``rows``."""
-        Xt = self.transform(rows)
-        return self.engine_for(Xt.shape[0]).answer(Xt, with_proba=with_proba)
+        return self._answer(self.transform(rows), with_proba)
+
+    def _answer(self, Xt: NDArray[Any], with_proba: bool) -> Answer:
+        """The answer of the engine for ``Xt``'s size (in parts when that is exact)."""
+        return self.row_parts.answer(self.engine_for(Xt.shape[0]), Xt, with_proba=with_proba)
 
     def predict(self, rows: Rows, options: PredictOptions) -> Prediction:
         """The prediction for checked columns ``rows``, with what ``options`` ask.
@@ -126,7 +133,7 @@ class Servable:
             proba = mean_probabilities(members, _floats(Xt), k)
             index = np.argmax(proba, axis=1)
         else:
-            answer = self.engine_for(Xt.shape[0]).answer(Xt, with_proba=options.return_proba)
+            answer = self._answer(Xt, options.return_proba)
             index = label_positions(self.pipeline.classes_, answer.predictions)
             proba, engine = answer.probabilities, answer.engine
         votes, weighted_votes, agreement = None, None, None
@@ -147,7 +154,7 @@ class Servable:
         self, members: list[Member], Xt: NDArray[Any], options: PredictOptions
     ) -> Prediction:
         """Regression: the engine's predictions; std is unweighted over members (ddof 0)."""
-        answer = self.engine_for(Xt.shape[0]).answer(Xt)
+        answer = self._answer(Xt, False)
         std = member_spread(members, _floats(Xt)) if options.return_std else None
         return Prediction(floats_out(answer.predictions), std=std, engine=answer.engine)
 
@@ -166,12 +173,16 @@ def _floats(Xt: NDArray[Any]) -> FloatArray:
 
 
 def prepare(
-    pipeline: Pipeline, signature: ModelSignature, recorded: Mapping[str, Any] | None
+    pipeline: Pipeline,
+    signature: ModelSignature,
+    recorded: Mapping[str, Any] | None,
+    row_parts: RowParts | None = None,
 ) -> Servable:
     """The servable form of a stored version, given the verdict recorded at its creation.
 
     ``recorded`` is the version's ``inference`` metadata (None for versions made before
-    the compiled engine existed: scikit-learn serves them).  Call from a worker thread:
+    the compiled engine existed: scikit-learn serves them); ``row_parts``: the threads a
+    big request may be answered on (None: one).  Call from a worker thread:
     re-creating an engine takes tens of milliseconds.
     """
     task = signature.task
@@ -181,7 +192,13 @@ def prepare(
         if compiled is not None:
             engines.append(compiled)
     engines.append(SklearnEngine(pipeline[-1], task))
-    return Servable(pipeline, signature, tuple(engines), _checked_passthrough(pipeline))
+    return Servable(
+        pipeline,
+        signature,
+        tuple(engines),
+        _checked_passthrough(pipeline),
+        row_parts if row_parts is not None else RowParts(),
+    )
 
 
 # --- the passthrough preprocessing ------------------------------------------------------

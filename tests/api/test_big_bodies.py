@@ -5,6 +5,7 @@ cell deep inside is named by row and column with the message a small body gets."
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -12,7 +13,12 @@ import pandas as pd
 import pytest
 from fastapi import FastAPI
 
-from app.services.predictions import _takes_more_than_numbers
+from app.services.predictions import _key, _takes_more_than_numbers
+from app.services.routing import target_inline
+from app.settings import Settings
+from ensembles.inference.row_parts import RowParts
+from ensembles.inference.servable import Servable
+from tests.api.conftest import started
 from tests.api.support import IRIS_FEATURES, Api, forest, iris_frame, locs
 
 N = 10_000
@@ -158,3 +164,26 @@ async def test_a_model_in_memory_that_takes_strings_skips_the_matrix_s_attempt(
     big = await post(api, iris_model, columnar(iris_rows()))
     assert big.status_code == 200
     assert not _takes_more_than_numbers(services, iris_model, "1", None)  # numbers only
+
+
+async def test_a_big_body_answered_on_two_threads_is_answered_as_on_one(
+    settings_for: Callable[..., Settings],
+) -> None:
+    """ENSEMBLE_PREDICT_THREADS reaches the versions the service loads; the same body, cut
+    into parts on two threads, gets the very answer one thread gives."""
+    body = columnar(iris_rows(), options={"return_proba": True})
+    answers = []
+    for threads in (2, 1):
+        settings = settings_for(predict_threads=threads, predict_part_rows=1_000)
+        async for app, api in started(settings):
+            if threads == 2:
+                await api.train("big", forest(await api.iris(), n_estimators=10))
+            answer = await post(api, "big", body)
+            assert answer.status_code == 200, answer.text[:300]
+            answers.append(answer.content)
+            chosen = target_inline(app.state.services, "big", "1", None)
+            assert chosen is not None
+            servable = app.state.services.cache.peek(_key(chosen.record))
+            assert isinstance(servable, Servable)
+            assert servable.row_parts == RowParts(threads, 1_000)
+    assert answers[0] == answers[1]
