@@ -36,7 +36,9 @@ from ensembles.inference import inference_verdict
 from ensembles.parallel import MemberPool
 from ensembles.registry import Registry, job_problem
 from ensembles.registry.documents import JobDocument, VersionMetadata
+from ensembles.stored_labels import read_labels_source
 from ensembles.training import CancelToken, FittedModel, train
+from ensembles.training_data import Labels, select_labels
 
 log = logging.getLogger(__name__)
 
@@ -175,6 +177,24 @@ def load_training_data(
     parquet = registry.read_dataset_parquet(dataset_id)
     table = read_table(parquet, filename=f"{dataset_id}.parquet")
     return select_training_data(table, target, features, task)
+
+
+def load_labels(
+    registry: Registry,
+    dataset_id: str,
+    target: str,
+    features: Sequence[str] | None,
+    task: Task | None,
+) -> Labels:
+    """What :func:`load_training_data` decides, with the same problems, from the columns'
+    dtypes and the target column alone (the submit's check needs no feature values)."""
+    parquet = registry.read_dataset_parquet(dataset_id)
+    source = read_labels_source(parquet, target)
+    if source is None:  # a file the footer cannot vouch for: the whole read, as training does
+        table = read_table(parquet, filename=f"{dataset_id}.parquet")
+        source = {c.name: c.dtype for c in table.columns}, table.frame
+    dtypes, frame = source
+    return select_labels(dtypes, frame, target, features, task)
 
 
 def _finish(registry: Registry, job_id: str, status: Any, error: dict[str, object] | None) -> None:

@@ -20,13 +20,13 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from ensembles.catalog import Task
-from ensembles.data import TrainingData
 from ensembles.errors import DataError, Problem, SpecError
-from ensembles.jobs import load_training_data
+from ensembles.jobs import load_labels
 from ensembles.registry import DatasetRecord, Registry
 from ensembles.registry.documents import DatasetRef, JobDocument
 from ensembles.science import bias_variance
 from ensembles.specs import MAX_RANDOM_STATE, EstimatorSpec, EvaluationSpec, SpecLimits
+from ensembles.training_data import Labels
 from ensembles.validation import check_against_rows, resolve_ensemble
 
 TASKS: tuple[Task, ...] = ("classification", "regression")
@@ -51,7 +51,7 @@ class JobRequest:
 
 @dataclass(frozen=True)
 class _Checked:
-    data: TrainingData | None
+    data: Labels | None
     spec: EstimatorSpec | None
     random_state: int
     problems: list[Problem]
@@ -76,7 +76,7 @@ def check_job(
         model=request.model,
         dataset=DatasetRef(id=dataset.id, sha256=dataset.sha256, n_rows=dataset.n_rows),
         target=target,
-        features=[f.name for f in data.features],
+        features=list(data.features),
         task=data.task,
         task_inferred=data.task_inferred,
         kind=spec.kind,
@@ -98,11 +98,11 @@ def _check(
 ) -> _Checked:
     unparsed = set(request.unparsed)
     problems: list[Problem] = []
-    data: TrainingData | None = None
+    data: Labels | None = None
     target, evaluation = request.target, request.evaluation
     if dataset is not None and target is not None and not unparsed & {"features", "task"}:
         try:
-            data = load_training_data(registry, dataset.id, target, request.features, request.task)
+            data = load_labels(registry, dataset.id, target, request.features, request.task)
         except DataError as exc:
             problems += exc.problems
     task: Task | None = data.task if data is not None else None

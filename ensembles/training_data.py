@@ -5,7 +5,8 @@ Every problem with the target and the features is reported at once, each with it
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -55,28 +56,30 @@ def _target_problems(name: str, dtype: ColumnDtype, values: pd.Series, task: Tas
     return []
 
 
-def _check_target(table: Table, target: str, task: Task | None) -> tuple[list[Problem], Task]:
-    summary = next((c for c in table.columns if c.name == target), None)
-    if summary is None:
-        names = [c.name for c in table.columns]
-        msg = f"no column {target!r} in the table{hint('columns', target, names)}"
+def _check_target(
+    dtypes: Mapping[str, ColumnDtype], frame: pd.DataFrame, target: str, task: Task | None
+) -> tuple[list[Problem], Task]:
+    dtype = dtypes.get(target)
+    if dtype is None:
+        msg = f"no column {target!r} in the table{hint('columns', target, list(dtypes))}"
         return [Problem(("target",), msg)], task or "regression"
-    if summary.dtype == "datetime":
+    if dtype == "datetime":
         msg = f"{target!r} is a datetime column; derive a numeric target from it"
         return [Problem(("target",), msg)], task or "regression"
-    series = table.frame[target]
+    series = frame[target]
     messages: list[str] = []
     if (missing := np.flatnonzero(series.isna().to_numpy())).size:
         count = f"{missing.size} rows have" if missing.size > 1 else "1 row has"
         first = ", ".join(str(r) for r in missing[:3])
         messages.append(f"{count} no value in target {target!r} (first: rows {first})")
-    resolved = task or infer_task(series, summary.dtype)
-    messages += _target_problems(target, summary.dtype, series.dropna(), resolved)
+    resolved = task or infer_task(series, dtype)
+    messages += _target_problems(target, dtype, series.dropna(), resolved)
     return [Problem(("target",), m) for m in messages], resolved
 
 
-def _check_features(table: Table, target: str, features: Sequence[str]) -> list[Problem]:
-    dtypes = {c.name: c.dtype for c in table.columns}
+def _check_features(
+    dtypes: Mapping[str, ColumnDtype], target: str, features: Sequence[str]
+) -> list[Problem]:
     problems: list[Problem] = []
     seen: dict[str, int] = {}
     for i, name in enumerate(features):
@@ -105,28 +108,56 @@ def _labels(series: pd.Series, dtype: ColumnDtype, task: Task) -> np.ndarray[Any
     return series.to_numpy(dtype=numpy_dtype)
 
 
+@dataclass(frozen=True, eq=False)
+class Labels:
+    """What the target and features decide without the feature values: the submit-time
+    check needs only these, so it reads the target column alone."""
+
+    y: np.ndarray[Any, Any]
+    task: Task
+    features: tuple[str, ...]
+    task_inferred: bool
+
+
+def select_labels(
+    dtypes: Mapping[str, ColumnDtype],
+    frame: pd.DataFrame,
+    target: str,
+    features: Sequence[str] | None = None,
+    task: Task | None = None,
+) -> Labels:
+    """Check target and features together, reporting every problem in one DataError.
+
+    ``dtypes`` are every column's, in table order; ``frame`` needs the target column only.
+    """
+    # By default every column but the target, less datetime columns (models cannot take them).
+    default = [c for c, dtype in dtypes.items() if c != target and dtype != "datetime"]
+    chosen = default if features is None else list(features)
+    target_problems, resolved = _check_target(dtypes, frame, target, task)
+    problems = target_problems + _check_features(dtypes, target, chosen)
+    if problems:
+        raise problems_error(f"the table cannot train a model of target {target!r}", problems)
+    y = _labels(frame[target], dtypes[target], resolved)
+    return Labels(y=y, task=resolved, features=tuple(chosen), task_inferred=task is None)
+
+
 def select_training_data(
     table: Table, target: str, features: Sequence[str] | None = None, task: Task | None = None
 ) -> TrainingData:
     """Check target and features together, reporting every problem in one DataError."""
     summaries = {c.name: c for c in table.columns}
-    # By default every column but the target, less datetime columns (models cannot take them).
-    default = [c for c, s in summaries.items() if c != target and s.dtype != "datetime"]
-    chosen = default if features is None else list(features)
-    target_problems, resolved = _check_target(table, target, task)
-    problems = target_problems + _check_features(table, target, chosen)
-    if problems:
-        raise problems_error(f"the table cannot train a model of target {target!r}", problems)
-    y = _labels(table.frame[target], summaries[target].dtype, resolved)
+    dtypes = {name: s.dtype for name, s in summaries.items()}
+    labels = select_labels(dtypes, table.frame, target, features, task)
+    y, resolved = labels.y, labels.task
     classes = None
     if resolved == "classification":
         classes = tuple(v.item() if isinstance(v, np.generic) else v for v in np.unique(y))
     return TrainingData(
-        X=to_model_frame(table.frame, {f: summaries[f].dtype for f in chosen}),
+        X=to_model_frame(table.frame, {f: dtypes[f] for f in labels.features}),
         y=y,
         task=resolved,
-        features=tuple(summaries[f] for f in chosen),
+        features=tuple(summaries[f] for f in labels.features),
         target=summaries[target],
         classes=classes,
-        task_inferred=task is None,
+        task_inferred=labels.task_inferred,
     )
