@@ -19,6 +19,7 @@ from fastapi.routing import APIRoute
 from starlette.requests import Request
 from starlette.responses import Response
 
+from app.arrow_streams import one_batch_table
 from app.problems import InvalidRequestError, UnsupportedMediaTypeError
 from ensembles import Problem, TooLargeError
 from ensembles.inference import check_row_count
@@ -141,13 +142,21 @@ def _read_arrow(content: bytes, max_rows: int | None) -> pa.Table:
     buffer = pa.py_buffer(content)
     if content.startswith(_ARROW_FILE_MAGIC):
         return ipc.open_file(buffer).read_all()
+    table = one_batch_table(content)  # a small stream whose schema came before
+    if table is not None:
+        _check_streamed_rows(table.num_rows, max_rows)
+        return table
     reader = ipc.open_stream(buffer)
     batches: list[pa.RecordBatch] = []
     n_rows = 0
     for batch in reader:
         n_rows += batch.num_rows
-        if max_rows is not None and n_rows > max_rows:
-            msg = f"more than {max_rows} rows; at most {max_rows} rows per request"
-            raise TooLargeError("too many rows in one request", [Problem(("instances",), msg)])
+        _check_streamed_rows(n_rows, max_rows)
         batches.append(batch)
     return pa.Table.from_batches(batches, schema=reader.schema)
+
+
+def _check_streamed_rows(n_rows: int, max_rows: int | None) -> None:
+    if max_rows is not None and n_rows > max_rows:
+        msg = f"more than {max_rows} rows; at most {max_rows} rows per request"
+        raise TooLargeError("too many rows in one request", [Problem(("instances",), msg)])

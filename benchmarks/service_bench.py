@@ -891,9 +891,11 @@ def main() -> None:
     parser.add_argument("--python-loadgen", action="store_true", help="do not use wrk")
     parser.add_argument(
         "--only",
-        help="only the reference models whose name contains this; bench-train-scale: only "
-        "the training scenario at scale (benchmarks/train_scale.py); bench-train-lightgbm: "
-        "only its 500-round LightGBM scenario",
+        action="append",
+        help="only the reference models whose name contains this (repeat it for several: "
+        "--only bench-rf --only bench-xgboost); bench-train-scale: only the training "
+        "scenario at scale (benchmarks/train_scale.py); bench-train-lightgbm: only its "
+        "500-round LightGBM scenario",
     )
     parser.add_argument(
         "--no-train-scale", action="store_true", help="skip the training scenario at scale"
@@ -922,13 +924,13 @@ def main() -> None:
     args = parser.parse_args()
     if args.quick:
         args.rounds, args.seconds, args.training_rounds = 1, 1.0, 1
-    if args.scale and args.only == train_scale.NAME:
+    if args.scale and args.only == [train_scale.NAME]:
         scale_rows(args)
         return
-    if args.only == train_scale.NAME:
+    if args.only == [train_scale.NAME]:
         train_scale.main(["--quick"] if args.quick else [])
         return
-    if args.only == train_scale.LIGHTGBM_NAME:
+    if args.only == [train_scale.LIGHTGBM_NAME]:
         train_scale.main(["--lightgbm", *(["--quick"] if args.quick else [])])
         return
     started = time.perf_counter()
@@ -963,7 +965,9 @@ def main() -> None:
             # Untimed: the first job of a fresh service also waits for the training fork
             # server to start (once per service, not per job).
             train_once(client, WARM_UP, data[WARM_UP.dataset].dataset_id)
-            for ref in [r for r in REFERENCES if args.only is None or args.only in r.model]:
+            for ref in [
+                r for r in REFERENCES if args.only is None or any(o in r.model for o in args.only)
+            ]:
                 dataset = data[ref.dataset]
                 walls, versions = [], []
                 for _ in range(args.training_rounds):

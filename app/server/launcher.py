@@ -28,6 +28,7 @@ from pydantic import ValidationError
 
 from app.logs import configure_logging
 from app.server import metrics_folder, preflight
+from app.server.http_protocol import PROTOCOL
 from app.server.process import LAUNCHER_ENV, STARTUP_FAILED
 from app.settings import Settings
 
@@ -106,6 +107,7 @@ def _uvicorn(settings: Settings, host: str, port: int, workers: int) -> None:
         host=host,
         port=port,
         workers=workers,
+        http=PROTOCOL,  # uvicorn's, each answer in one write (app.server.http_protocol)
         timeout_graceful_shutdown=settings.shutdown_timeout_s,
         log_config=None,  # configured above; each server process configures its own
     )

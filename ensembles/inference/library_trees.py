@@ -35,6 +35,8 @@ import treelite
 import treelite.gtil
 from numpy.typing import NDArray
 
+from ensembles.inference.gtil_call import predict_direct
+
 __all__ = [
     "Imported",
     "LibraryRoute",
@@ -186,12 +188,18 @@ _PER_TREE = _per_tree_config()
 
 
 def margins32(model: Any, X: FloatArray, sum32: Sum32) -> FloatArray:
-    """XGBoost's float32 margins (as float64 values): base, then each tree in order."""
+    """XGBoost's float32 margins (as float64 values): base, then each tree in order.
+
+    The per-tree scores come from GTIL's C function called directly
+    (:func:`ensembles.inference.gtil_call.predict_direct`, the forests' way): treelite's
+    ``_predict_impl`` asked the library for the model's types, feature count and output
+    shape on every call, about as long as one row's 100 trees (issue 22: XGBoost's
+    one-row p50 0.51 ms against the forest's 0.40)."""
     impl = getattr(getattr(treelite.gtil, "gtil", None), "_predict_impl", None)
     if impl is None or _PER_TREE is None:
         per = treelite.gtil.predict_per_tree(model, X, nthread=1)
     else:
-        per = impl(model, X, config=_PER_TREE)
+        per = predict_direct(model, X, _PER_TREE, impl)
     scores = np.asarray(per, dtype=np.float32).reshape(X.shape[0], -1)
     n, k = X.shape[0], len(sum32.trees)
     grouped = sum32.grouped

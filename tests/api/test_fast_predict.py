@@ -24,6 +24,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from app.fast_predict import FastPredictMiddleware
+from app.routes import predictions
 from tests.api.conftest import make_settings, started
 from tests.api.support import IRIS_FEATURES, diabetes_frame, forest, iris_frame, records
 
@@ -381,3 +382,32 @@ async def test_a_request_id_is_made_when_none_is_given(folder: Path) -> None:
         ids = [first.headers["x-request-id"], second.headers["x-request-id"]]
         assert len(set(ids)) == 2 and all(len(i) == 32 for i in ids)
         assert first.headers["x-content-type-options"] == "nosniff"
+
+
+async def test_a_query_string_is_read_once_and_answers_as_the_first_time(
+    folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The options of a query string the fast path has seen are not parsed again; a
+    string without parameters (``?&``) and a refused one answer each time as the route."""
+    read: list[str] = []
+    real = predictions.query_options
+
+    def counted(query: Any) -> Any:
+        read.append(str(query))
+        return real(query)
+
+    monkeypatch.setattr(predictions, "query_options", counted)
+    body, path = arrow_stream(ONE_TABLE), "/v1/models/iris/versions/1/predict"
+    async for _, api in started(make_settings(folder)):
+        answers = [
+            await api.client.post(f"{path}?{query}", content=body, headers=ARROW)
+            for query in ["return_proba=true"] * 3 + ["&"] * 2 + ["voting=most"] * 2
+        ]
+    assert [a.status_code for a in answers] == [200] * 5 + [422] * 2
+    assert answers[0].content == answers[1].content == answers[2].content
+    assert "probabilities" in orjson.loads(answers[0].content)
+    assert answers[3].content == answers[4].content
+    assert "probabilities" not in orjson.loads(answers[3].content)
+    refused = [{k: v for k, v in a.json().items() if k != "request_id"} for a in answers[5:]]
+    assert refused[0] == refused[1] and "voting" in str(refused[0])
+    assert read.count("return_proba=true") == 1

@@ -24,6 +24,7 @@ import lightgbm
 import numpy as np
 import pandas as pd
 import pytest
+import treelite.gtil
 import xgboost
 from numpy.typing import NDArray
 from sklearn.base import BaseEstimator
@@ -40,6 +41,7 @@ from ensembles.inference import (
     FidelityReport,
     compile_model,
     compiling,
+    gtil_call,
     rebuild,
 )
 from ensembles.inference.engines import SklearnEngine
@@ -429,3 +431,44 @@ def test_expf_is_the_c_librarys() -> None:
     x = np.random.default_rng(RS).uniform(-30, 30, 100_000).astype(np.float32)
     expected = np.array([libm.expf(float(v)) for v in x], dtype=np.float32)
     np.testing.assert_array_equal(expf(x), expected)
+
+
+@pytest.mark.parametrize(
+    "case", ["xgboost-binary_logistic", "xgboost-multi_softprob-iris", "xgboost-squarederror"]
+)
+def test_xgboost_trees_are_scored_by_gtils_c_function_as_by_treelites_call(
+    case: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """XGBoost's per-tree scores come from GTIL's C function called directly, as the
+    forests' scores do (treelite's ``_predict_impl`` is not called: issue 22's one-row
+    latency), and answer to the bit as treelite's own call (taken when the direct call is
+    unavailable) for 1, 2 and all rows."""
+    engine, report = compiled_case(case)
+    assert engine is not None and report.ok, report.reason
+    name, task, _, _ = CASES[case]
+    rows = check_rows(fitted(case), table(name)[0])
+
+    def answers(X: NDArray[Any]) -> tuple[NDArray[Any], ...]:
+        if task == "regression":
+            return (engine.predict(X),)
+        labels, proba = engine.predict_with_proba(X)
+        assert proba is not None
+        return labels, proba
+
+    real = treelite.gtil.gtil._predict_impl
+    calls: list[int] = []
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(treelite.gtil.gtil, "_predict_impl", counted)
+    direct = {n: answers(rows[:n]) for n in (1, 2, len(rows))}
+    assert calls == []  # the direct way
+    monkeypatch.setattr(gtil_call, "_C", None)  # treelite's own call
+    for n, ours in direct.items():
+        theirs = answers(rows[:n])
+        for a, b in zip(ours, theirs, strict=True):
+            assert a.dtype == b.dtype and a.shape == b.shape
+            np.testing.assert_array_equal(a, b)
+    assert calls

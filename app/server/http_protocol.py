@@ -1,0 +1,102 @@
+"""uvicorn's HTTP protocol with each response sent in one write instead of two.
+
+uvicorn writes a response's head (status line and headers) as soon as the app sends
+``http.response.start``, then the body in a second ``transport.write``: two ``send``
+calls for every small answer, and on loopback each wakes the client's reader once. In
+py-spy's samples of the server under 16 one-row clients, 41% of the non-idle samples were
+in ``transport.write`` (issue 24, docs/performance.md). Here the protocol's transport
+holds a write made when nothing is held (a head) until the next write (its body: both
+leave at once, joined, in one ``send``) or the end of the event-loop turn
+(``loop.call_soon``), whichever comes first. (Holding every write of a turn until its
+end was tried first: with 16 clients every answer of a turn then waited for the turn's
+last prediction, and the server's CPU per request rose, 625 -> 663 us.) The bytes,
+their order and every header are uvicorn's own; only how they are cut into ``send``
+calls changes, which TCP does not show a client. A large write (``_JOIN_MAX``) goes
+out at once with what is held, so big answers are neither copied nor delayed and
+uvicorn's flow control sees the real buffer; closing flushes first.
+
+Passed to uvicorn as ``http=`` by :mod:`app.server.launcher` (a string, so server
+processes started by uvicorn's supervisor import it too).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Final
+
+try:
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol as _Base
+except ImportError:  # pragma: no cover - uvicorn's own choice without httptools
+    from uvicorn.protocols.http.h11_impl import H11Protocol as _Base  # type: ignore[assignment]
+
+__all__ = ["PROTOCOL", "OneWriteHTTPProtocol", "TurnWriteTransport"]
+
+PROTOCOL: Final = "app.server.http_protocol:OneWriteHTTPProtocol"
+_JOIN_MAX: Final = 64 * 1024  # bytes: a larger write is not held nor copied
+
+
+class TurnWriteTransport:
+    """A transport whose writes of one event-loop turn reach the real one as one write.
+
+    Everything else is the real transport's (``__getattr__``); what could see the held
+    bytes (closing, ``write_eof``, the buffer size) flushes them or counts them first.
+    """
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
+        self._transport = transport
+        self._loop = loop
+        self._held: list[bytes] = []
+        self._held_bytes = 0
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        if len(data) > _JOIN_MAX:
+            self.flush()
+            self._transport.write(data)
+        elif self._held:  # the body after its head: both leave now
+            self._held.append(bytes(data))
+            self.flush()
+        else:  # held until the next write or the end of the loop turn
+            self._loop.call_soon(self.flush)
+            self._held.append(bytes(data))
+            self._held_bytes += len(data)
+
+    def writelines(self, lines: Any) -> None:
+        for data in lines:
+            self.write(data)
+
+    def flush(self) -> None:
+        """Hand what is held to the real transport, in one write."""
+        held = self._held
+        if not held:
+            return
+        self._held = []
+        self._held_bytes = 0
+        self._transport.write(held[0] if len(held) == 1 else b"".join(held))
+
+    def close(self) -> None:
+        self.flush()
+        self._transport.close()
+
+    def write_eof(self) -> None:
+        self.flush()
+        self._transport.write_eof()
+
+    def abort(self) -> None:
+        self._held = []
+        self._held_bytes = 0
+        self._transport.abort()
+
+    def get_write_buffer_size(self) -> int:
+        return int(self._transport.get_write_buffer_size()) + self._held_bytes
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
+
+
+class OneWriteHTTPProtocol(_Base):
+    """uvicorn's HTTP protocol (httptools when installed, as uvicorn's ``auto`` picks)
+    writing through a :class:`TurnWriteTransport`."""
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        held = TurnWriteTransport(transport, self.loop)
+        super().connection_made(held)  # type: ignore[arg-type]
