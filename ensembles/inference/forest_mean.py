@@ -9,9 +9,9 @@ whatever the rows (13 ms for 10 rows; 39 ms for 10,000, of which the trees' own 
 
 Done here as the library does it with one job: zeros, each tree's ``predict_proba`` (or
 ``predict``) on the validated rows added in the order of ``estimators_``, then divided by
-their count.  Only for the forests' own classes with one output and one job (with more
-jobs the library adds the trees in whatever order its threads finish); anything else is
-left to the library (None).
+their count.  Only for the forest kinds (``compiled == "forest"`` in the catalog) with
+one output and one job (with more jobs the library adds the trees in whatever order its
+threads finish); anything else is left to the library (None).
 """
 
 from __future__ import annotations
@@ -20,29 +20,20 @@ from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import NDArray
-from sklearn.ensemble import (
-    ExtraTreesClassifier,
-    ExtraTreesRegressor,
-    RandomForestClassifier,
-    RandomForestRegressor,
-)
+
+from ensembles.catalog import kind_of
 
 __all__ = ["forest_mean"]
 
 FloatArray = NDArray[np.float64]
-_FORESTS = (
-    RandomForestClassifier,
-    ExtraTreesClassifier,
-    RandomForestRegressor,
-    ExtraTreesRegressor,
-)
 
 
 def forest_mean(
     estimator: Any, Xt: NDArray[Any], method: Literal["predict_proba", "predict"]
 ) -> FloatArray | None:
     """The forest's ``method`` on ``Xt`` (probabilities or values), else None."""
-    if type(estimator) not in _FORESTS or getattr(estimator, "n_outputs_", 1) != 1:
+    kind = kind_of(estimator)  # scikit-learn's forests (random_forest, extra_trees)
+    if kind is None or kind.compiled != "forest" or getattr(estimator, "n_outputs_", 1) != 1:
         return None
     if estimator.n_jobs not in (None, 1):
         return None

@@ -21,10 +21,12 @@ pytestmark = pytest.mark.skipif(
     sys.platform != "linux" or platform.libc_ver()[0] != "glibc", reason="glibc's malloc"
 )
 ROWS = 10_000
-REQUESTS = 6
+REQUESTS = 10
 # glibc's own thresholds re-fault the buffers (4,400 faults a request where it was found);
 # the service's keep about 150. Compared with a server left on glibc's own thresholds in
-# the same test, so what else the machine is doing moves both alike.
+# the same test, each by its fewest faults over the warm requests: a server that re-maps
+# its buffers faults thousands of times on every request, while faults from elsewhere (in
+# the full parallel suite some requests of both servers took 6,600-8,200) only add.
 AT_MOST_OF_GLIBCS_OWN = 0.25
 GLIBCS_OWN = {"GLIBC_TUNABLES": "glibc.malloc.check=0"}  # glibc's default, an operator's
 
@@ -36,7 +38,7 @@ def minor_faults(pid: int) -> int:
 
 
 def warm_faults_per_request(server: Server, body: bytes, version: int) -> int:
-    """The median minor faults of the warm requests (the first two warm the heap)."""
+    """The fewest minor faults of the warm requests (the first two warm the heap)."""
     faults = []
     assert server.process is not None
     with server.client() as client:
@@ -50,7 +52,7 @@ def warm_faults_per_request(server: Server, body: bytes, version: int) -> int:
             assert answer.status_code == 200, answer.text[:300]
             assert len(answer.json()["predictions"]) == ROWS
             faults.append(minor_faults(server.process.pid) - before)
-    return sorted(faults[2:])[1]
+    return min(faults[2:])
 
 
 def test_big_json_bodies_do_not_fault_their_buffers_in_afresh(
