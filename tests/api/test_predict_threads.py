@@ -33,28 +33,31 @@ def test_predict_threads_is_a_number_or_auto(
         assert settings.row_parts == RowParts(expected, 500)
 
 
-@pytest.mark.parametrize("value", ["0", "-2", str(MAX_PREDICT_THREADS + 1), "1.5", "two", ""])
-def test_a_bad_predict_threads_value_stops_the_start_naming_the_variable(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], value: str
+THREADS_RULE = (
+    "ENSEMBLE_PREDICT_THREADS is the number of threads one big prediction request may be "
+    f"answered on: a whole number from 1 to {MAX_PREDICT_THREADS}, or auto (the CPUs this "
+    "process may use divided by ENSEMBLE_WORKERS)"
+)
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        *(
+            ("ENSEMBLE_PREDICT_THREADS", v)
+            for v in ["0", "-2", str(MAX_PREDICT_THREADS + 1), "1.5", "two", ""]
+        ),
+        *(("ENSEMBLE_PREDICT_PART_ROWS", v) for v in ["0", "-1", "many"]),
+    ],
+)
+def test_a_bad_value_stops_the_start_naming_the_variable(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], variable: str, value: str
 ) -> None:
-    monkeypatch.setenv("ENSEMBLE_PREDICT_THREADS", value)
+    monkeypatch.setenv(variable, value)
     with pytest.raises(SystemExit) as stopped:
         load_settings()
     assert stopped.value.code == EXIT_SETTINGS
-    assert capsys.readouterr().err == (
-        "invalid setting ENSEMBLE_PREDICT_THREADS: ENSEMBLE_PREDICT_THREADS is the number of "
-        "threads one big prediction request may be answered on: a whole number from 1 to "
-        f"{MAX_PREDICT_THREADS}, or auto (the CPUs this process may use divided by "
-        "ENSEMBLE_WORKERS)\n"
-    )
-
-
-@pytest.mark.parametrize("value", ["0", "-1", "many"])
-def test_a_bad_part_size_stops_the_start_naming_the_variable(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], value: str
-) -> None:
-    monkeypatch.setenv("ENSEMBLE_PREDICT_PART_ROWS", value)
-    with pytest.raises(SystemExit) as stopped:
-        load_settings()
-    assert stopped.value.code == EXIT_SETTINGS
-    assert capsys.readouterr().err.startswith("invalid setting ENSEMBLE_PREDICT_PART_ROWS: ")
+    error = capsys.readouterr().err
+    assert error.startswith(f"invalid setting {variable}: ")
+    if variable == "ENSEMBLE_PREDICT_THREADS":
+        assert error == f"invalid setting {variable}: {THREADS_RULE}\n"
