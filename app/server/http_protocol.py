@@ -36,7 +36,8 @@ _JOIN_MAX: Final = 64 * 1024  # bytes: a larger write is not held nor copied
 
 
 class TurnWriteTransport:
-    """A transport whose writes of one event-loop turn reach the real one as one write.
+    """A transport that holds a write made when nothing is held until the next write or
+    the end of the event-loop turn, so an answer's head and body reach the real one as one.
 
     Everything else is the real transport's (``__getattr__``); what could see the held
     bytes (closing, ``write_eof``, the buffer size) flushes them or counts them first.
