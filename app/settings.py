@@ -39,16 +39,7 @@ PREDICT_THREADS_HELP: Final = (
 
 def parse_predict_threads(value: object) -> int | Literal["auto"]:
     """``ENSEMBLE_PREDICT_THREADS``: a whole number from 1 to MAX_PREDICT_THREADS, or ``auto``."""
-    if isinstance(value, str):
-        text = value.strip().lower()
-        if text == "auto":
-            return "auto"
-        value = int(text) if text.isascii() and text.isdigit() else text
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(PREDICT_THREADS_HELP)
-    if not 1 <= value <= MAX_PREDICT_THREADS:
-        raise ValueError(PREDICT_THREADS_HELP)
-    return value
+    return parse_count_or_auto(value, MAX_PREDICT_THREADS, PREDICT_THREADS_HELP)
 
 
 def parse_api_keys(value: object) -> dict[str, Role]:
@@ -141,13 +132,19 @@ def parse_dask_scheduler(value: object) -> str | None:
 
 def parse_workers(value: object) -> int | Literal["auto"]:
     """``ENSEMBLE_WORKERS``: a whole number from 1 to MAX_WORKERS, or ``auto``."""
+    return parse_count_or_auto(value, MAX_WORKERS, WORKERS_HELP)
+
+
+def parse_count_or_auto(value: object, most: int, rule: str) -> int | Literal["auto"]:
+    """A whole number from 1 to ``most`` (text or int, never a bool), or ``auto``;
+    ``ValueError(rule)`` otherwise."""
     if isinstance(value, str):
         text = value.strip().lower()
         if text == "auto":
             return "auto"
         value = int(text) if text.isascii() and text.isdigit() else text
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_WORKERS:
-        raise ValueError(WORKERS_HELP)
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= most:
+        raise ValueError(rule)
     return value
 
 
