@@ -20,10 +20,11 @@ import numpy as np
 import simdjson
 from numpy.typing import NDArray
 
+from ensembles.inference.rows import exact_floats
+
 __all__ = ["NumericColumnar", "read_numeric_columnar"]
 
 MIN_BYTES = 8 * 1024  # below this orjson is as fast, and the inline path reads it anyway
-_EXACT = 2.0**53  # from here on an int may not survive a float64 (the careful path)
 _TOP_KEYS = frozenset({"instances", "options"})
 _INSTANCE_KEYS = frozenset({"columns", "data"})
 _ERRORS = (ValueError, TypeError, KeyError, IndexError, RuntimeError, MemoryError)
@@ -70,7 +71,7 @@ def _read(parser: Any, body: bytes) -> NumericColumnar | None:
     if _brackets(body) != 2 + n_rows + sum(name.count("[") for name in names):
         return None  # a list inside a row (as_buffer would flatten it), or "[" in options
     flat = np.frombuffer(data.as_buffer(of_type="d"), dtype=np.float64)
-    if flat.size != n_rows * n_columns or not bool(np.all(np.abs(flat) < _EXACT)):
+    if flat.size != n_rows * n_columns or not exact_floats(flat):
         return None  # a number a float64 may have rounded: the careful path decides
     given = options.as_dict() if options is not None else None
     return NumericColumnar(names, flat.reshape(n_rows, n_columns), given)

