@@ -52,7 +52,7 @@ class RequestMiddleware:
                 _set_header(message, _REQUEST_ID_KEY, request_id.encode("latin-1"))
             await send(message)
 
-        self.metrics.in_progress.inc()
+        self.metrics.request_started()
         try:
             await self.app(scope, receive, sending)
         except Exception:
@@ -64,7 +64,7 @@ class RequestMiddleware:
             await problem_response(body)(scope, receive, sending)
         finally:
             seconds = time.perf_counter() - started
-            self.metrics.in_progress.dec()
+            self.metrics.request_ended()
             self._record(scope, status, seconds, request_id)
             REQUEST_ID.reset(token)
 
