@@ -62,6 +62,7 @@ class Served(NamedTuple):
     size: int  # the body's announced length
     fmt: TableFormat | None  # None: a JSON body
     options: PredictOptionsIn | None  # given in the query string
+    services: Services  # the app's (read once: Starlette's State is a Python lookup)
 
 
 class FastPredictMiddleware:
@@ -113,7 +114,8 @@ class FastPredictMiddleware:
             options = self._query_options(query) if query else None
         except InvalidRequestError:
             return None  # the route's 422
-        return Served(name, ref, _text(headers.get(b"x-routing-key")), size, fmt, options)
+        key = _text(headers.get(b"x-routing-key"))
+        return Served(name, ref, key, size, fmt, options, services)
 
     def _query_options(self, query: bytes) -> PredictOptionsIn | None:
         """The options of a query string, read by the route's own function once per
@@ -141,13 +143,12 @@ class FastPredictMiddleware:
         body: bytes,
     ) -> None:
         """The route's answer, with what Starlette's router leaves in the scope."""
-        name, ref, key, _, fmt, options = params
+        name, ref, key, _, fmt, options, services = params
         self.answered += 1
         application = scope["app"]
         scope["route"] = ROUTE
         scope["endpoint"] = ROUTE.endpoint
         scope["path_params"] = {"name": name, "ref": ref}
-        services: Services = application.state.services
         try:
             if fmt is None:
                 answer = await predict_version(services, name, ref, body, options, key)

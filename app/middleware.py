@@ -8,7 +8,7 @@ from collections.abc import Iterable
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.logs import REQUEST_ID, REQUEST_ID_HEADER, request_id_from
+from app.logs import REQUEST_ID, REQUEST_ID_HEADER, request_id_from, write_info
 from app.metrics import UNMATCHED, Metrics
 from app.problems import BodyTooLargeError, problem_body, problem_response
 from ensembles import Problem
@@ -16,6 +16,7 @@ from ensembles import Problem
 access_log = logging.getLogger("app.access")
 log = logging.getLogger("app")
 _REQUEST_ID_KEY = REQUEST_ID_HEADER.lower().encode("latin-1")
+_ACCESS_LINE = "%s %s %s %.1f ms"
 
 
 class RequestMiddleware:
@@ -51,7 +52,7 @@ class RequestMiddleware:
                 _set_header(message, _REQUEST_ID_KEY, request_id.encode("latin-1"))
             await send(message)
 
-        self.metrics.in_progress.inc()
+        self.metrics.request_started()
         try:
             await self.app(scope, receive, sending)
         except Exception:
@@ -63,7 +64,7 @@ class RequestMiddleware:
             await problem_response(body)(scope, receive, sending)
         finally:
             seconds = time.perf_counter() - started
-            self.metrics.in_progress.dec()
+            self.metrics.request_ended()
             self._record(scope, status, seconds, request_id)
             REQUEST_ID.reset(token)
 
@@ -74,24 +75,19 @@ class RequestMiddleware:
         if not access_log.isEnabledFor(logging.INFO):
             return  # no line to write: nothing to format
         duration_ms = round(seconds * 1000, 2)
-        access_log.info(
-            "%s %s %s %.1f ms",
-            method,
-            scope["path"],
-            status,
-            duration_ms,
-            extra={
-                "fields": {
-                    "event": "request",
-                    "method": method,
-                    "route": route,
-                    "path": scope["path"],
-                    "status": status,
-                    "duration_ms": duration_ms,
-                    "request_id": request_id,
-                }
-            },
-        )
+        path = scope["path"]
+        args = (method, path, status, duration_ms)
+        fields = {
+            "event": "request",
+            "method": method,
+            "route": route,
+            "path": path,
+            "status": status,
+            "duration_ms": duration_ms,
+            "request_id": request_id,
+        }
+        if not write_info(access_log, _ACCESS_LINE, args, fields):
+            access_log.info(_ACCESS_LINE, *args, extra={"fields": fields})
 
 
 def _header(headers: Iterable[tuple[bytes, bytes]], key: bytes) -> str | None:

@@ -70,8 +70,10 @@ class CompiledModel:
     # training may take the job's threads (each row's answer is the same either way).
     threads: int = field(default=1, repr=False)
 
-    @property
+    @cached_property
     def estimator(self) -> BaseEstimator:
+        """The ensemble step (looked up once: a Pipeline's ``[-1]`` is a Python call, and
+        a one-row answer asked for it twice)."""
         return self.pipeline[-1]
 
     def __reduce__(self) -> tuple[Any, ...]:

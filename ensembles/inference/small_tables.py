@@ -6,30 +6,47 @@ parsing the schema's pandas metadata (JSON) again for every request (issue 24: A
 served fewer requests than JSON).  Here what a schema says is worked out once per schema
 (kept for the last few schemas, compared with ``Schema.equals``, which costs far less
 than hashing one), and a small table whose columns are all float64 becomes one
-row-major matrix through ``RecordBatch.to_tensor``, which refuses nulls.  The checks
-are those of the column-by-column way (:func:`ensembles.inference.tables.check_table`),
-which takes any table this does not.
+row-major matrix through ``RecordBatch.to_tensor``, which refuses nulls.  What a schema
+says of one model's features (where each is, which columns are extra) is worked out
+once too, per signature: matching 30 column names to 30 features took a one-row request
+more than its matrix (issue 24).  The checks are those of the column-by-column way
+(:func:`ensembles.inference.tables.check_table`), which takes any table this does not.
 """
 
 from __future__ import annotations
 
 import json
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
 from ensembles.builders import NUMERIC_DTYPES
-from ensembles.inference.cells import FLOAT32_LIMIT, Columns
+from ensembles.inference.cells import (
+    FLOAT32_LIMIT,
+    CheckedColumns,
+    extra_warnings,
+    unseen_categories,
+)
 from ensembles.signature import ModelSignature
 
-__all__ = ["SMALL_ROWS", "index_columns", "small_float_columns"]
+__all__ = ["SMALL_ROWS", "index_columns", "small_float_table"]
 
 SMALL_ROWS = 64  # tables up to this many rows may be read as one matrix
 _KEPT = 16  # schemas remembered
 _FLOAT64 = pa.float64()
+
+
+@dataclass(frozen=True)
+class _Features:
+    """Where one signature's features are in one schema, when it is all float64."""
+
+    signature: ModelSignature  # held: plans are found by its id
+    columns: tuple[int, ...] | None  # each feature's column; None: not for this path
+    extra: tuple[str, ...]  # the warnings for columns that are not features
+    in_order: bool = False  # the features are the schema's columns, all, in order
 
 
 @dataclass(frozen=True)
@@ -39,6 +56,7 @@ class _Layout:
     schema: pa.Schema
     floats: bool  # every column float64
     index_columns: frozenset[str]  # pandas' index columns (not features)
+    features: dict[int, _Features] = field(default_factory=dict)  # by id of the signature
 
 
 _LAYOUTS: list[_Layout] = []
@@ -71,19 +89,14 @@ def index_columns(schema: pa.Schema) -> frozenset[str]:
     return _layout(schema).index_columns
 
 
-def small_float_columns(
-    signature: ModelSignature, table: pa.Table, position: dict[str, int]
-) -> Columns | None:
+def small_float_table(signature: ModelSignature, table: pa.Table) -> CheckedColumns | None:
     """The checked columns of a small table of float64 columns, without nulls, all
-    finite and within float32's range, as views of one row-major matrix; None: check it
-    column by column."""
-    features = signature.features
-    if not features or not 0 < table.num_rows <= SMALL_ROWS:
+    finite and within float32's range, as rows of one matrix (views when the columns are
+    the features in order), and their warnings; None: check it column by column."""
+    if not 0 < table.num_rows <= SMALL_ROWS:
         return None
-    if not _layout(table.schema).floats:
-        return None
-    columns = [position.get(f.name) for f in features]
-    if any(j is None for j in columns) or any(f.dtype not in NUMERIC_DTYPES for f in features):
+    features = _features(_layout(table.schema), signature)
+    if features.columns is None:
         return None
     batches = table.to_batches()
     if len(batches) != 1:
@@ -92,8 +105,40 @@ def small_float_columns(
         matrix = np.asarray(batches[0].to_tensor(row_major=True).to_numpy())
     except (pa.ArrowException, TypeError, ValueError):
         return None  # nulls: the careful way names the rows
-    if matrix.dtype != np.float64 or not np.isfinite(matrix).all():
+    # One pass for both rules: a NaN makes the maximum NaN, which no bound holds.
+    if matrix.dtype != np.float64 or not np.abs(matrix).max() <= FLOAT32_LIMIT:
         return None
-    if np.abs(matrix).max() > FLOAT32_LIMIT:
-        return None
-    return {f.name: matrix[:, j] for f, j in zip(features, columns, strict=True)}
+    by_column = matrix.T if features.in_order else matrix.T[list(features.columns)]
+    columns = dict(zip(signature.feature_names, by_column, strict=True))
+    return CheckedColumns(columns, [*features.extra, *unseen_categories(signature, columns)])
+
+
+def _features(layout: _Layout, signature: ModelSignature) -> _Features:
+    known = layout.features.get(id(signature))
+    if known is not None and known.signature is signature:
+        return known
+    found = _find_features(layout, signature)
+    with _LOCK:
+        if len(layout.features) >= _KEPT:
+            layout.features.clear()
+        layout.features[id(signature)] = found
+    return found
+
+
+def _find_features(layout: _Layout, signature: ModelSignature) -> _Features:
+    """As :func:`ensembles.inference.tables.check_table` reads the schema: index columns
+    skipped, a duplicate name refused, the first column of each name taken."""
+    position: dict[str, int] = {}
+    for i, name in enumerate(layout.schema.names):
+        if name in layout.index_columns:
+            continue
+        if name in position:  # a duplicate: the careful way names it
+            return _Features(signature, None, ())
+        position[name] = i
+    wanted = {f.name for f in signature.features}
+    extra = tuple(extra_warnings([c for c in position if c not in wanted]))
+    columns = tuple(position.get(f.name, -1) for f in signature.features)
+    numeric = all(f.dtype in NUMERIC_DTYPES for f in signature.features)
+    usable = layout.floats and numeric and bool(columns) and -1 not in columns
+    in_order = columns == tuple(range(len(layout.schema.names)))
+    return _Features(signature, columns if usable else None, extra, in_order)

@@ -40,7 +40,7 @@ from ensembles.inference.cells import (
     scan_cells,
     unseen_categories,
 )
-from ensembles.inference.small_tables import index_columns, small_float_columns
+from ensembles.inference.small_tables import index_columns, small_float_table
 from ensembles.signature import ModelSignature
 
 __all__ = ["check_table"]
@@ -54,6 +54,9 @@ def check_table(
     """The checked columns of an Arrow table's rows; every problem at once, as
     :func:`check_rows` reports them (PredictionInputError; TooLargeError over ``max_rows``)."""
     check_row_count(table.num_rows, max_rows)
+    small = small_float_table(signature, table)
+    if small is not None:
+        return small
     skipped = index_columns(table.schema)
     position: dict[str, int] = {}
     keyed: list[tuple[tuple[int, int], Problem]] = []
@@ -66,9 +69,7 @@ def check_table(
         position.setdefault(name, i)
     total = len(keyed)
     wanted = {f.name for f in signature.features}
-    floats = None if total else small_float_columns(signature, table, position)
-    if floats is None and not total:
-        floats = _float_columns(signature, table, position)
+    floats = None if total else _float_columns(signature, table, position)
     if floats is not None:
         extra = extra_warnings([c for c in position if c not in wanted])
         return CheckedColumns(floats, extra + unseen_categories(signature, floats))

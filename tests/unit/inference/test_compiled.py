@@ -572,3 +572,28 @@ def test_two_class_ties_are_found_as_among_more_classes() -> None:
     np.testing.assert_array_equal(index, np.argmax(scores, axis=1))
     np.testing.assert_array_equal(close, top[:, -1] - top[:, -2] <= gtil.TIE_MARGIN)
     assert 0 < close.sum() < len(close)
+
+
+@pytest.mark.parametrize("nan_routed", [False, True])
+def test_rows_within_float32_skip_the_careful_cast_for_the_same_rows(
+    nan_routed: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rows whose every value is finite and within float32's range are cast without
+    errstate or the finiteness checks: the very rows (or refusal) of the careful cast,
+    at float32's bounds, beyond them, with NaN, infinities, -0.0 and subnormals."""
+    from ensembles.inference import gtil
+
+    top = float(np.finfo(np.float32).max)
+    edges = [top, -top, np.nextafter(top, np.inf), 3.5e38, 1e-45, -0.0, 0.1, np.nan, np.inf]
+    plan = gtil.Plan(float32=True, margin=False, link="identity", decision="proba")
+    plan = replace(plan, nan_routed=nan_routed)
+    rng = np.random.default_rng(5)
+    cases = [np.array([[value, 1.5]]) for value in edges]
+    cases += [rng.choice(edges, (3, 4)) for _ in range(30)] + [np.empty((0, 3))]
+    fast = [gtil.cast_rows(X, plan) for X in cases]
+    monkeypatch.setattr(gtil, "_FLOAT32_MAX", -1.0)  # every row the careful way
+    careful = [gtil.cast_rows(X, plan) for X in cases]
+    for X, a, b in zip(cases, fast, careful, strict=True):
+        assert (a is None) == (b is None), X
+        if a is not None and b is not None:
+            assert a.dtype == b.dtype and a.tobytes() == b.tobytes(), X

@@ -21,6 +21,7 @@ from sklearn.pipeline import Pipeline
 
 from ensembles.builders import FeatureColumn, build_pipeline
 from ensembles.data import select_training_data, table_from_frame
+from ensembles.errors import PredictionInputError
 from ensembles.inference import (
     ENGINE,
     SKLEARN,
@@ -31,7 +32,9 @@ from ensembles.inference import (
     prepare,
     rows,
 )
+from ensembles.inference import servable as servable_module
 from ensembles.inference.servable import stack_columns
+from ensembles.inference.votes import label_positions
 from ensembles.members import members_of
 from ensembles.parallel import MemberPool, members_in_parallel
 from ensembles.signature import ModelSignature
@@ -338,3 +341,48 @@ def test_fitting_on_every_core_changes_nothing(kind: str) -> None:
     with members_in_parallel(MemberPool(3), members=None):
         every = build_pipeline(spec, data.task, columns, 3).fit(data.X, data.y)
     np.testing.assert_array_equal(every.predict_proba(data.X), one.predict_proba(data.X))
+
+
+@pytest.mark.parametrize(
+    "classes",
+    [[0, 1], [-3, 2, 7], [0.5, 1.5, 2.5], ["no", "yes"], [False, True], ["a", 1, 2.5]],
+    ids=["ints", "three", "floats", "strings", "bools", "objects"],
+)
+def test_label_positions_of_few_rows_are_those_of_many(classes: list[Any]) -> None:
+    """A few rows are looked up in a dict, more by a binary search: the same positions,
+    and an unknown label is a KeyError either way."""
+    known = np.asarray(classes, dtype=object if len(set(map(type, classes))) > 1 else None)
+    rng = np.random.default_rng(3)
+    many = known[rng.integers(0, len(known), 40)]
+    expected = label_positions(known, many)
+    assert expected.tolist() == [classes.index(c) for c in many.tolist()]
+    for n in (0, 1, 2, 8, 9):
+        few = label_positions(known, many[:n])
+        assert few.dtype == expected.dtype and few.tolist() == expected[:n].tolist()
+    with pytest.raises(KeyError):
+        label_positions(np.asarray([1, 2]), np.asarray([3]))
+
+
+def test_option_problems_are_worked_out_once_per_options(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Options that need no members are checked once per options (then remembered), with
+    the same problems every time; options that need members are checked each time."""
+    model = fitted("random_forest")
+    servable = prepare(model.pipeline, model.signature, verdict("random_forest"))
+    columns = {c: v.to_numpy() for c, v in sample(n=2).items()}
+    calls: list[PredictOptions] = []
+    real = servable_module.option_problems
+
+    def counted(*args: Any) -> Any:
+        calls.append(args[3])
+        return real(*args)
+
+    monkeypatch.setattr(servable_module, "option_problems", counted)
+    plain, proba = PredictOptions(), PredictOptions(return_proba=True)
+    first = [servable.predict(columns, o).predictions for o in (plain, proba, plain, proba)]
+    assert calls == [plain, proba] and first[0] == first[2]
+    refused = PredictOptions(return_std=True)  # regression only: needs members
+    for _ in range(2):
+        with pytest.raises(PredictionInputError) as exc:
+            servable.predict(columns, refused)
+        assert [p.loc for p in exc.value.problems] == [("options", "return_std")]
+    assert calls == [plain, proba, refused, refused]

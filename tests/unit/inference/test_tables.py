@@ -319,3 +319,33 @@ def test_a_small_table_read_as_one_matrix_is_checked_as_column_by_column(
     small = _checked(table)
     monkeypatch.setattr(small_tables, "SMALL_ROWS", 0)
     assert small == _checked(table)
+
+
+ONLY_B = replace(NUMBERS, features=(FeatureColumn("b", "float64", False),))
+
+
+def _checked_by(signature: ModelSignature, table: pa.Table) -> tuple[Any, ...]:
+    try:
+        checked = check_table(signature, table)
+    except PredictionInputError as exc:
+        return ("refused", [(p.loc, p.msg) for p in exc.problems])
+    arrays = {k: (v.dtype.str, v.tolist()) for k, v in checked.columns.items()}
+    return ("checked", arrays, checked.warnings)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_what_a_schema_says_of_each_signature_is_kept_apart(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One schema read for two signatures, in turn and again (the features' places and
+    the extra columns are kept per schema and signature): each answer is the
+    column-by-column way's, with columns shuffled, missing, doubled or extra."""
+    rng = np.random.default_rng(seed)
+    names = [str(n) for n in rng.permutation(["a", "b", "c", "d"])[: int(rng.integers(1, 5))]]
+    if rng.random() < 0.25:
+        names.append(names[0])  # a duplicate column
+    table = pa.Table.from_arrays([pa.array([float(i + 1)]) for i in range(len(names))], names)
+    signatures = [NUMBERS, ONLY_B, NUMBERS, ONLY_B]
+    small = [_checked_by(s, table) for s in signatures]
+    monkeypatch.setattr(small_tables, "SMALL_ROWS", 0)
+    assert small == [_checked_by(s, table) for s in signatures]
