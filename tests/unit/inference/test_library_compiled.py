@@ -42,10 +42,10 @@ from ensembles.inference import (
     compile_model,
     compiling,
     gtil_call,
+    library_trees,
     rebuild,
 )
 from ensembles.inference.engines import SklearnEngine
-from ensembles.inference import library_trees
 from ensembles.inference.library_trees import expf
 from ensembles.tasks import Task
 from tests.unit.datasets import frame
