@@ -179,12 +179,14 @@ def _scores(booster: Any, data: int, rows: int) -> NDArray[np.float64]:
 
 def _codes(scores: NDArray[np.float64]) -> tuple[NDArray[Any], NDArray[np.intp]]:
     """Each row's class code from its probabilities, and the rows within ``NEAR`` of a
-    tie (binary: p > 0.5 exactly when the raw score is > 0, as the sigmoid is computed)."""
+    tie (binary: p > 0.5 exactly when the raw score is > 0, as the sigmoid is computed);
+    a NaN counts as near (comparisons written so that it fails them)."""
     if scores.ndim == 1:
-        return (scores > 0.5).astype(np.uint8), np.flatnonzero(np.abs(scores - 0.5) <= NEAR)
+        near = np.flatnonzero(~(np.abs(scores - 0.5) > NEAR))
+        return (scores > 0.5).astype(np.uint8), near
     dtype = np.uint8 if scores.shape[1] <= 256 else np.int32
     two = np.partition(scores, -2, axis=1)[:, -2:]
-    near = np.flatnonzero(two[:, 1] <= two[:, 0] * (1.0 + NEAR))
+    near = np.flatnonzero(~(two[:, 1] > two[:, 0] * (1.0 + NEAR)))
     return np.argmax(scores, axis=1).astype(dtype), near
 
 

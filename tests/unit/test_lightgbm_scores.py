@@ -232,3 +232,13 @@ def test_the_artifact_is_the_same_bytes(task: str) -> None:
     assert report.answers is None and kept.answers is not None
     assert pickle.dumps(watched) == pickle.dumps(plain)
     assert dataclasses.replace(kept, answers=None) == report
+
+
+def test_ties_and_nan_are_near() -> None:
+    """Binary: p > 0.5 is the label, |p - 0.5| <= NEAR or NaN near; multiclass: the first
+    largest, the two largest within NEAR of each other or NaN near."""
+    codes, near = lightgbm_scores._codes(np.array([0.2, 0.5, 0.5 + 1e-7, 0.9, np.nan]))
+    assert codes.tolist() == [0, 0, 1, 1, 0] and near.tolist() == [1, 2, 4]
+    scores = np.array([[0.3, 0.3, 0.4], [0.5, 0.5, 0.0], [np.nan] * 3, [0.1, 0.2, 0.7]])
+    codes, near = lightgbm_scores._codes(scores)
+    assert codes.tolist() == [2, 0, 0, 2] and near.tolist() == [1, 2]
