@@ -26,6 +26,7 @@ from ensembles.catalog import KINDS, Kind, kind_of
 from ensembles.data import TrainingData
 from ensembles.fit_errors import scikit_learn_errors
 from ensembles.kinds import OwnReport
+from ensembles.kinds.base import FitAnswers
 from ensembles.member_pass import MemberPass, member_pass, shares_pass
 from ensembles.members import predicted_labels
 from ensembles.science import bias_variance, measures
@@ -60,6 +61,9 @@ class Fit:
     own: OwnReport | None  # the service's own algorithms: what they measured themselves
     classes: list[Any]
     rounds: OwnReport | None = None  # a boosting library's fit: where it stopped, notes
+    # The hold-out rows, preprocessed before a boosting library's fit (which may keep its
+    # answers on them, ``rounds.answers``); None: preprocessed when scored.
+    Xht: NDArray[Any] | None = None
 
     @property
     def ensemble(self) -> BaseEstimator:
@@ -93,7 +97,8 @@ def score_fit(fit: Fit, rows: Rows, random_state: int, notes: list[str]) -> Scor
 def _score_each(fit: Fit, rows: Rows, random_state: int, notes: list[str]) -> Scores:
     """Each figure by its own predictions, but for a kind whose staged answers and final
     answers come from one walk of its trees (``Stages.answers``): the rows the curve is
-    drawn on are then answered once, for the curve and for their scores."""
+    drawn on are then answered once, for the curve and for their scores; and for a fit
+    that kept its own answers (``OwnReport.answers``), not at all."""
     spec, task, classes, pipeline = fit.spec, fit.task, fit.classes, fit.pipeline
     held = rows.X_hold is not None and rows.y_hold is not None
     basis, Xb, yb = (
@@ -108,12 +113,17 @@ def _score_each(fit: Fit, rows: Rows, random_state: int, notes: list[str]) -> Sc
         else ("score this model on its training rows", ("ensemble",))
     )
     with scikit_learn_errors(doing, spec, task, path):
-        shared = _shared_pass(fit, Xb)
+        shared = _shared_pass(fit, rows)
     final = None if shared is None else shared.final
     holdout: metrics.Scores | None = None
     with scikit_learn_errors("score this model on its training rows", spec, task, ("ensemble",)):
         on_train = _evaluate(
-            pipeline, rows.X_train, rows.y_train, task, classes, None if held else final
+            pipeline,
+            rows.X_train,
+            rows.y_train,
+            task,
+            classes,
+            None if shared is None else shared.train_final,
         )
     if rows.X_hold is not None and rows.y_hold is not None:
         with scikit_learn_errors("score this model on the hold-out rows", spec, task, HOLDOUT):
@@ -123,7 +133,7 @@ def _score_each(fit: Fit, rows: Rows, random_state: int, notes: list[str]) -> Sc
     kind, ensemble = fit.kind, fit.ensemble
     with scikit_learn_errors("measure this model's members", spec, task, ("ensemble",)):
         oob, oob_curve = _oob(fit, rows.y_train, notes)
-        Xbt = np.asarray(pipeline[:-1].transform(Xb)) if shared is None else shared.Xbt
+        Xbt = _scored_rows(fit, rows) if shared is None else shared.Xbt
         members, member_note = metrics.member_scores(
             ensemble, Xbt, yb, task, classes, basis, walk=kind.members
         )
@@ -142,26 +152,61 @@ def _score_each(fit: Fit, rows: Rows, random_state: int, notes: list[str]) -> Sc
 
 @dataclass(frozen=True)
 class _SharedPass:
-    """The curve's rows, preprocessed, with their staged and final answers."""
+    """The curve's rows, preprocessed, with their staged and final answers, and the
+    training rows' final answers when known (None: the model answers them)."""
 
     Xbt: NDArray[Any]
     staged: list[Any]
     final: NDArray[np.float64]
+    train_final: NDArray[np.float64] | None
 
 
-def _shared_pass(fit: Fit, Xb: pd.DataFrame) -> _SharedPass | None:
-    """One walk of the trees for the curve and the scores of the rows it is drawn on
-    (None: the kind has no such walk, or its labels are not the first maximum of its
-    probabilities, so each figure asks the model as before)."""
+def _shared_pass(fit: Fit, rows: Rows) -> _SharedPass | None:
+    """The answers the fit kept (``OwnReport.answers``), else one walk of the trees, for
+    the curve and the scores of the rows it is drawn on (None: the kind has neither, or
+    its labels are not the first maximum of its probabilities, so each figure asks the
+    model as before)."""
     stages = fit.kind.stages
-    if fit.kind.curve != "stages" or stages is None or stages.answers is None:
+    if fit.kind.curve != "stages" or stages is None:
         return None
     if fit.task == "classification" and fit.kind.labels != "argmax":
         return None
-    Xbt = np.asarray(fit.pipeline[:-1].transform(Xb))
+    held = rows.X_hold is not None
+    kept = None if fit.rounds is None else fit.rounds.answers
+    if kept is None and stages.answers is None:
+        return None
+    Xbt = _scored_rows(fit, rows)
     marks = metrics.checkpoints(stages.count(fit.ensemble))
+    if kept is not None and _kept_on_these_rows(fit, rows, Xbt, marks, kept):
+        staged = stages.predict(fit.ensemble, Xbt, marks) if kept.staged is None else kept.staged
+        final = kept.train if kept.held is None else kept.held
+        return _SharedPass(Xbt, staged, final, kept.train)
+    if stages.answers is None:
+        return None
     answers = stages.answers(fit.ensemble, Xbt, marks)
-    return _SharedPass(Xbt, answers.staged, answers.final)
+    return _SharedPass(Xbt, answers.staged, answers.final, None if held else answers.final)
+
+
+def _scored_rows(fit: Fit, rows: Rows) -> NDArray[Any]:
+    """The rows the curve and the members are scored on (hold-out, else training),
+    preprocessed (the hold-out's once: before the fit, for a boosting library)."""
+    if rows.X_hold is None:
+        return np.asarray(fit.pipeline[:-1].transform(rows.X_train))
+    return fit.Xht if fit.Xht is not None else np.asarray(fit.pipeline[:-1].transform(rows.X_hold))
+
+
+def _kept_on_these_rows(
+    fit: Fit, rows: Rows, Xbt: NDArray[Any], marks: list[int], kept: FitAnswers
+) -> bool:
+    """Whether the answers the fit kept are those of the rows scored here: the same marks,
+    a hold-out exactly when there is one, and the training rows preprocessed now as they
+    were for the fit (else each figure asks the model)."""
+    if kept.marks != marks or (kept.held is None) != (rows.X_hold is None):
+        return False
+    if rows.X_hold is not None and fit.Xht is None:
+        return False
+    Xtt = Xbt if rows.X_hold is None else np.asarray(fit.pipeline[:-1].transform(rows.X_train))
+    return bool(np.array_equal(Xtt, fit.Xt, equal_nan=True))
 
 
 def _score_by_members(fit: Fit, rows: Rows, random_state: int, notes: list[str]) -> Scores:

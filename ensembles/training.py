@@ -56,6 +56,7 @@ from ensembles.explain.summary import explanation_summary
 from ensembles.fit_errors import scikit_learn_errors
 from ensembles.importances import feature_importances, fitted_estimator_count
 from ensembles.kinds import OwnReport, adopt
+from ensembles.kinds.boosting_library import Keep
 from ensembles.members import members_of
 from ensembles.parallel import MemberPool
 from ensembles.reports import Curve, Metrics
@@ -63,7 +64,7 @@ from ensembles.science import bias_variance
 from ensembles.science.curves import curves_of
 from ensembles.signature import ModelSignature, Voting
 from ensembles.specs import EstimatorSpec, EvaluationSpec
-from ensembles.splits import cv_problems, split_rows
+from ensembles.splits import HOLDOUT, cv_problems, split_rows
 from ensembles.tasks import Task
 
 # CancelToken and ProgressCallback: part of this module's signature, re-exported.
@@ -171,11 +172,11 @@ def _fit(
     features = [FeatureColumn(f.name, f.dtype, f.n_missing > 0, f.n_unique) for f in data.features]
     pipeline = build_pipeline(spec, task, features, random_state)
     with scikit_learn_errors("fit this model", spec, task, ("ensemble",)):
-        Xt, rounds = _fit_pipeline(pipeline, kind, spec, rows.X_train, rows.y_train, run)
+        Xt, Xht, rounds = _fit_pipeline(pipeline, kind, spec, task, rows, run)
     own = adopt(pipeline)  # the service's own algorithms: their scikit-learn form
     notes += early_stop_notes(pipeline[-1])
     classes = list(pipeline.classes_) if task == "classification" else []
-    return Fit(spec, kind, task, features, pipeline, Xt, own, classes, rounds)
+    return Fit(spec, kind, task, features, pipeline, Xt, own, classes, rounds, Xht)
 
 
 def _explanations(fit: Fit, rows: Rows, scores: Scores, notes: list[str]) -> Any:
@@ -253,18 +254,19 @@ def _split(data: TrainingData, fraction: float, random_state: int, notes: list[s
 
 
 def _fit_pipeline(
-    pipeline: Pipeline,
-    kind: Kind,
-    spec: EstimatorSpec,
-    X: pd.DataFrame,
-    y: NDArray[Any],
-    run: Run,
-) -> tuple[NDArray[Any], OwnReport | None]:
-    """Fit preprocessing, then the ensemble with progress; returns the preprocessed rows
-    and what a boosting library's fit reported."""
+    pipeline: Pipeline, kind: Kind, spec: EstimatorSpec, task: Task, rows: Rows, run: Run
+) -> tuple[NDArray[Any], NDArray[Any] | None, OwnReport | None]:
+    """Fit preprocessing, then the ensemble with progress; returns the preprocessed
+    training rows, the preprocessed hold-out rows (a boosting library's fit, which may
+    keep its answers on them: None otherwise) and what such a fit reported."""
     run.report(0, 1, "preprocessing")
-    Xt = np.asarray(pipeline[:-1].fit_transform(X, y))
-    return Xt, _fit_ensemble(pipeline[-1], kind, spec, Xt, y, run)
+    Xt = np.asarray(pipeline[:-1].fit_transform(rows.X_train, rows.y_train))
+    Xht = None
+    if kind.growth == "rounds" and rows.X_hold is not None:
+        doing = "score this model on the hold-out rows"
+        with scikit_learn_errors(doing, spec, task, HOLDOUT):
+            Xht = np.asarray(pipeline[:-1].transform(rows.X_hold))
+    return Xt, Xht, _fit_ensemble(pipeline[-1], kind, spec, Xt, rows.y_train, run, Xht)
 
 
 def _fit_ensemble(
@@ -274,13 +276,15 @@ def _fit_ensemble(
     Xt: NDArray[Any],
     y: NDArray[Any],
     run: Run,
+    Xht: NDArray[Any] | None = None,
 ) -> OwnReport | None:
     size = ensemble.get_params(deep=False).get(kind.size_param) if kind.size_param else None
     total = int(size or 1)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         if kind.growth == "rounds":
-            return fit_rounds(ensemble, kind, spec, Xt, y, run)
+            keep = Keep(Xht, metrics.checkpoints(total))
+            return fit_rounds(ensemble, kind, spec, Xt, y, run, keep)
         if kind.growth == "monitor":
             with run.parallel():
                 _fit_boosting(ensemble, Xt, y, total, run)
@@ -303,8 +307,10 @@ def fit_rounds(
     Xt: NDArray[Any],
     y: NDArray[Any],
     run: Run,
+    keep: Keep | None = None,
 ) -> OwnReport:
-    """A boosting library's rounds, each reported; a cancel stops it after the round."""
+    """A boosting library's rounds, each reported; a cancel stops it after the round
+    (``keep``: the library may keep its answers on the rows, for the figures)."""
     assert kind.fit_rounds is not None
 
     def on_round(done: int, total: int) -> bool:
@@ -312,7 +318,7 @@ def fit_rounds(
         return run.cancelled()
 
     report: OwnReport = kind.fit_rounds(
-        ensemble, Xt, y, dict(spec.params), run.pool.task_threads, on_round
+        ensemble, Xt, y, dict(spec.params), run.pool.task_threads, on_round, keep=keep
     )
     run.check()
     return report

@@ -6,7 +6,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from ensembles.catalog.params import Param
 from ensembles.specs import EstimatorSpec
@@ -112,9 +112,25 @@ EstimatorParams = Callable[[Task, dict[str, Any]], dict[str, Any]]
 # The parameters telling the estimator which of its ``n`` input columns hold category
 # codes (positions, n).
 CategoricalParams = Callable[[list[int], int], dict[str, Any]]
-# Fits a library's rounds: (estimator, rows, labels, the spec's params, threads,
-# on_round(done, total) -> stop?) -> what the fit measured (``OwnReport``).
-RoundsFit = Callable[[Any, Any, Any, dict[str, Any], int, Callable[[int, int], bool] | None], Any]
+
+
+class RoundsFit(Protocol):
+    """Fits a library's rounds: (estimator, rows, labels, the spec's params, threads,
+    on_round(done, total) -> stop?) -> what the fit measured (``OwnReport``); ``keep``
+    (``boosting_library.Keep``): keep the library's own answers on the rows where it can
+    (``OwnReport.answers``)."""
+
+    def __call__(
+        self,
+        estimator: Any,
+        X: Any,
+        y: Any,
+        params: dict[str, Any],
+        threads: int,
+        on_round: Callable[[int, int], bool] | None,
+        /,
+        keep: Any = None,
+    ) -> Any: ...
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ from sklearn.utils import Bunch
 
 __all__ = [
     "MAX_SEED",
+    "FitAnswers",
     "Monitor",
     "OwnEnsemble",
     "OwnReport",
@@ -61,6 +62,21 @@ class OwnReport:
     oob_sums: NDArray[Any] | None = None
     oob_counts: NDArray[Any] | None = None
     oob_points: list[dict[str, Any]] = field(default_factory=list)
+    # A boosting library's own answers on its rows, read while it fitted (None: none).
+    answers: FitAnswers | None = None
+
+
+@dataclass(frozen=True)
+class FitAnswers:
+    """What a boosting library answered itself while fitting (``Keep`` asked for it):
+    ``predict_proba`` (classifier) or ``predict`` (regressor) on the training rows and on
+    the hold-out rows, the same bits, and ``predict_at``'s answers at ``marks`` on the rows
+    the curve is drawn on (the hold-out rows, else the training rows; None: not read)."""
+
+    train: NDArray[np.float64]
+    held: NDArray[np.float64] | None
+    staged: list[Any] | None
+    marks: list[int]
 
 
 class OwnEnsemble(BaseEstimator):  # type: ignore[misc]

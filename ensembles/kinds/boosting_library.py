@@ -25,6 +25,7 @@ from ensembles.tasks import Task
 __all__ = [
     "FIT_PARAMS",
     "NO_MEMBERS_NOTE",
+    "Keep",
     "Round",
     "RoundFit",
     "check_cancel",
@@ -58,6 +59,17 @@ def _absent(name: str, module: str) -> type:
         raise ImportError(f"{module} is not installed")
 
     return type(name, (BaseEstimator,), {"__init__": refuse, "__module__": module})
+
+
+@dataclass(frozen=True)
+class Keep:
+    """Asks a library's fit to keep its own answers on its rows where it can
+    (``OwnReport.answers``): ``held`` the hold-out rows, preprocessed as the pipeline
+    does (None: no hold-out), ``marks`` the curve's (``metrics.checkpoints`` of the
+    rounds asked).  Only training's fit asks: cross-validation and refits keep nothing."""
+
+    held: NDArray[Any] | None
+    marks: list[int]
 
 
 @dataclass(frozen=True)

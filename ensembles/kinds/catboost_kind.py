@@ -18,6 +18,7 @@ from sklearn.base import is_classifier
 from ensembles.kinds.base import OwnReport
 from ensembles.kinds.boosting_library import (
     FIT_PARAMS,
+    Keep,
     Round,
     RoundFit,
     fit_report,
@@ -70,7 +71,9 @@ def fit_rounds(
     params: dict[str, Any],
     threads: int,
     on_round: Round | None,
+    keep: Keep | None = None,
 ) -> OwnReport:
+    """``keep`` is not read: the figures ask the fitted model."""
     size = int(estimator.get_params().get("iterations", 1000))
     fit = validation_split(estimator, X, y, params, size, on_round)
     extra: dict[str, Any] = {"callbacks": [_Rounds(fit)]}

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -14,6 +15,7 @@ import numpy as np
 from ensembles.kinds.base import OwnReport
 from ensembles.kinds.boosting_library import (
     FIT_PARAMS,
+    Keep,
     Round,
     check_cancel,
     fit_report,
@@ -48,12 +50,22 @@ def fit_rounds(
     params: dict[str, Any],
     threads: int,
     on_round: Round | None,
+    keep: Keep | None = None,
 ) -> OwnReport:
+    """``keep``: read the rows' answers from LightGBM's score updaters while it fits
+    (:mod:`ensembles.kinds.lightgbm_scores`), when every row is fitted on in order (no
+    early stopping: its validation rows are carved out and it keeps fewer rounds)."""
     import lightgbm
+
+    from ensembles.kinds.lightgbm_scores import ScoreWatch
 
     size = int(estimator.n_estimators)
     fit = validation_split(estimator, X, y, params, size, on_round)
     callbacks: list[Callable[..., None]] = [lambda env: check_cancel(fit, env.iteration + 1)]
+    watch = None
+    if keep is not None and fit.patience is None:
+        watch = ScoreWatch(keep, len(y), _classifier(estimator))
+        callbacks.append(watch)
     extra: dict[str, Any] = {}
     if fit.patience is not None:
         callbacks.append(
@@ -67,7 +79,14 @@ def fit_rounds(
         warnings.simplefilter("ignore", FutureWarning)  # eval_set's deprecation
         estimator.fit(fit.X, fit.y, callbacks=callbacks, **extra)
     best = int(estimator.best_iteration_) or None
-    return fit_report(size, int(estimator.n_estimators_), best, fit)
+    report = fit_report(size, int(estimator.n_estimators_), best, fit)
+    return report if watch is None else replace(report, answers=watch.answers(estimator, X))
+
+
+def _classifier(estimator: Any) -> bool:
+    from sklearn.base import is_classifier
+
+    return bool(is_classifier(estimator))
 
 
 def rounds_kept(estimator: Any) -> int:

@@ -11,6 +11,7 @@ from typing import Any
 from ensembles.kinds.base import OwnReport
 from ensembles.kinds.boosting_library import (
     FIT_PARAMS,
+    Keep,
     Round,
     RoundFit,
     check_cancel,
@@ -84,7 +85,9 @@ def fit_rounds(
     params: dict[str, Any],
     threads: int,
     on_round: Round | None,
+    keep: Keep | None = None,
 ) -> OwnReport:
+    """``keep`` is not read: the figures ask the fitted model."""
     size = int(estimator.n_estimators)
     fit = validation_split(estimator, X, y, params, size, on_round)
     extra: dict[str, Any] = {"verbose": False}
