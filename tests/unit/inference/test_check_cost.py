@@ -51,7 +51,7 @@ def _assert_same_nodes(got: list[Any], expected: list[Any]) -> None:
 )
 def test_the_trees_read_from_treelite_s_fields_are_its_json_dump_s(case: str) -> None:
     estimator = fitted(case)[-1]
-    route = "xgboost" if case.startswith("xgboost") else "lightgbm"
+    route: library_trees.LibraryRoute = "xgboost" if case.startswith("xgboost") else "lightgbm"
     model = library_trees.imported(estimator, route).model
     _assert_same_nodes(library_trees.split_nodes(model), library_trees._dumped_nodes(model))
 
