@@ -50,8 +50,8 @@ __all__ = [
 DEFAULT_MAX_ROWS = 64  # when not calibrated: below every crossover the benchmark measured
 FloatArray = NDArray[np.float64]
 
-_CALIBRATION_LARGE = 256  # rows of the second size timed by the calibration
-_CALIBRATION_REPEATS = {1: 3, _CALIBRATION_LARGE: 5}  # timings of each size, the best kept
+_CALIBRATION_LARGE = 1024  # rows of scikit-learn's second size timed by the calibration
+_CALIBRATION_COMPILED = 256  # and of the compiled engine's (see _calibrate)
 # Training rows the compiled engine is checked on, beside the probes at every threshold:
 # a seeded sample beyond this (checking all 500,000 rows of a big table took longer than
 # the fit; the probes, not the bulk, reach the edge cases).
@@ -298,25 +298,29 @@ def _calibrate(compiled: Compiled, X: pd.DataFrame) -> int:
     """The largest request size (rows) up to which the compiled engine beats scikit-learn.
 
     Each engine's time for n rows is close to ``a + b n`` (a per call, b per row), so two
-    sizes each, 1 row (best of three) and ``_CALIBRATION_LARGE`` rows (best of five),
-    place the crossover ``n = (a_sk - a_c) / (b_c - b_sk)``; both engines take the same
-    preprocessed rows, as in the service.  At most ``_CALIBRATION_MAX_ROWS`` (beyond it
-    the line is not measured); 0 when scikit-learn is faster even for one row.  About
-    0.1 s for 100 trees, where timing every power of two up to 4,096 rows took 0.5 s of
-    each training.  256 rows best of five, not 1,024 best of three: 0.10 s of CPU
-    against 0.25 s for a 500-round LightGBM, its crossover as steady (21-37 rows at
-    1,024, 23-32 at 256, four runs each; the crossovers measured are tens to hundreds of
-    rows, nearer 256 than 1,024).
+    sizes each (best of three), 1 row and a larger one, place the crossover
+    ``n = (a_sk - a_c) / (b_c - b_sk)``; both engines take the same preprocessed rows, as
+    in the service.  At most ``_CALIBRATION_MAX_ROWS`` (beyond it the line is not
+    measured); 0 when scikit-learn is faster even for one row.  About 0.1 s for 100
+    trees, where timing every power of two up to 4,096 rows took 0.5 s of each training.
+
+    The larger size is ``_CALIBRATION_LARGE`` (1,024) rows for scikit-learn, whose calls
+    cost mostly per call (a forest's per-tree loop): its slope needs the rows; and
+    ``_CALIBRATION_COMPILED`` (256) for the compiled engine, whose calls cost mostly per
+    row (GTIL walks each row through every tree), a line 256 rows measure as well: for
+    a 500-round LightGBM its three 1,024-row timings were 0.18 s of the calibration's
+    0.25 s.
     """
     index = np.resize(np.arange(len(X)), _CALIBRATION_LARGE)
     Xt_large = np.asarray(compiled.pipeline[:-1].transform(X.iloc[index]))
     Xt_one = Xt_large[:1]
+    Xt_compiled = Xt_large[:_CALIBRATION_COMPILED]
     estimator = compiled.estimator
-    ours = [_fastest(compiled.predict, Xt) for Xt in (Xt_one, Xt_large)]
+    ours = [_fastest(compiled.predict, Xt) for Xt in (Xt_one, Xt_compiled)]
     theirs = [_fastest(estimator.predict, Xt) for Xt in (Xt_one, Xt_large)]
     if ours[0] >= theirs[0]:
         return 0
-    per_row_ours = (ours[1] - ours[0]) / (_CALIBRATION_LARGE - 1)
+    per_row_ours = (ours[1] - ours[0]) / (len(Xt_compiled) - 1)
     per_row_theirs = (theirs[1] - theirs[0]) / (_CALIBRATION_LARGE - 1)
     if per_row_ours <= per_row_theirs:
         return _CALIBRATION_MAX_ROWS
@@ -325,9 +329,9 @@ def _calibrate(compiled: Compiled, X: pd.DataFrame) -> int:
 
 
 def _fastest(predict: Callable[[NDArray[Any]], Any], Xt: NDArray[Any]) -> float:
-    """The best of the timings ``_CALIBRATION_REPEATS`` asks for this size."""
+    """The best of three timings."""
     times: list[float] = []
-    for _ in range(_CALIBRATION_REPEATS.get(len(Xt), 3)):
+    for _ in range(3):
         start = time.perf_counter()
         predict(Xt)
         times.append(time.perf_counter() - start)
