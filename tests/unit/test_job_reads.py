@@ -9,8 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ensembles import data, training_data
+from ensembles import data
 from ensembles.data import table_from_frame
+from ensembles.errors import DataError
 from ensembles.training_data import select_training_data, sorted_classes
 
 
@@ -60,7 +61,7 @@ def test_a_column_of_strings_only_is_not_read_value_by_value(
 
 
 def test_mixed_types_are_still_refused_naming_the_column() -> None:
-    with pytest.raises(data.DataError) as raised:
+    with pytest.raises(DataError) as raised:
         data._objects_column("mixed", pd.Series(["a", 1], dtype=object))
     assert raised.value.problems[0].loc == ("columns", "mixed")
 
@@ -91,7 +92,7 @@ def test_the_classes_are_found_without_sorting_every_label(
         sizes.append(len(values))
         return unique(values, *args, **kwargs)
 
-    monkeypatch.setattr(training_data.np, "unique", recorded)
+    monkeypatch.setattr(np, "unique", recorded)  # the module training_data calls
     frame = pd.DataFrame({"x": np.arange(1000.0), "target": ["yes", "no", "no", "yes"] * 250})
     trained = select_training_data(table_from_frame(frame), "target", task="classification")
     assert trained.classes == ("no", "yes")
