@@ -178,8 +178,10 @@ def bool_series(values: Sequence[bool | None]) -> pd.Series:
 
 def text_series(values: Sequence[str | None], sniff_dates: bool = True) -> pd.Series:
     """Datetimes when every value is an ISO-8601 date or datetime, else strings."""
+    if not sniff_dates:
+        return pd.Series(list(values), dtype=object)
     stripped = [None if v is None else v.strip() for v in values]
-    if sniff_dates and all(v is None or _ISO_DATE.fullmatch(v) for v in stripped):
+    if all(v is None or _ISO_DATE.fullmatch(v) for v in stripped):
         try:
             parsed = pd.to_datetime(pd.Series(stripped, dtype=object), format="ISO8601", utc=True)
             return cast(pd.Series, parsed.dt.as_unit("ns"))
@@ -215,8 +217,16 @@ def finish_table(columns: Mapping[str, pd.Series]) -> Table:
 
 
 def _objects_column(name: str, s: pd.Series) -> pd.Series:
-    """Strings (object, str, categorical) keep their type: no date sniffing here."""
-    values = [None if is_missing(v) else v for v in s.to_numpy(dtype=object)]
+    """Strings (object, str, categorical) keep their type: no date sniffing here.
+
+    A column of strings only (none missing: a stored dataset's string columns, most
+    targets) is recognised by pandas' C scan; the per-value loops below took 0.07 s of
+    a 200,000-row target column, read again by every training job.
+    """
+    objects = s.to_numpy(dtype=object)
+    if pd.api.types.infer_dtype(objects, skipna=False) == "string":
+        return text_series(objects.tolist(), sniff_dates=False)
+    values = [None if is_missing(v) else v for v in objects]
     if all(isinstance(v, str | None) for v in values):
         return text_series(cast(list[str | None], values), sniff_dates=False)
     if all(isinstance(v, bool | np.bool_ | None) for v in values):

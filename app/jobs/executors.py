@@ -22,12 +22,12 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import multiprocessing
 import signal
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from typing import Protocol
 
+from app.jobs import fork_server
 from app.jobs.worker import run_job
 from ensembles.job_tasks import WorkerConfig
 
@@ -80,14 +80,11 @@ class ProcessExecutor:
     """Each job in its own local worker process."""
 
     def __init__(self) -> None:
-        self._context = multiprocessing.get_context("forkserver")
-        self._context.set_forkserver_preload(["app.jobs.worker"])
+        self._context = fork_server.context()
 
     def warm_up(self) -> None:
-        from multiprocessing import forkserver
-
         try:
-            forkserver.ensure_running()
+            fork_server.start()  # already running when the launcher started it
         except Exception:  # the first job will try again and report
             log.exception("could not start the training fork server")
 

@@ -27,7 +27,7 @@ import uvicorn
 from pydantic import ValidationError
 
 from app.logs import configure_logging
-from app.server import metrics_folder, preflight
+from app.server import metrics_folder
 from app.server.http_protocol import PROTOCOL
 from app.server.process import LAUNCHER_ENV, STARTUP_FAILED
 from app.settings import Settings
@@ -54,6 +54,8 @@ def load_settings() -> Settings:
 
 def check_dependencies(settings: Settings) -> None:
     """Exit 2, one line per problem naming its setting, unless every dependency answers."""
+    from app.server import preflight  # imports the library: after start_fork_server
+
     found = preflight.problems(settings)
     for problem in found:
         print(f"cannot start: {problem}", file=sys.stderr)
@@ -83,6 +85,7 @@ def serve(settings: Settings, host: str, port: int) -> int:
     )
     if workers == 1:
         os.environ.pop(metrics_folder.ENV, None)  # one process: its own metrics, as ever
+        start_fork_server(settings)  # if ``python -m app`` has not already
         _uvicorn(settings, host, port, workers)
         return 0
     folder = Path(tempfile.mkdtemp(prefix="ensemble-metrics-"))
@@ -98,6 +101,21 @@ def serve(settings: Settings, host: str, port: int) -> int:
         return 0
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def start_fork_server(settings: Settings) -> None:
+    """Start the training fork server now, its preload beside this process's own start
+    (:mod:`app.jobs.fork_server`), when this process will serve and train locally
+    (``ENSEMBLE_WORKERS`` = 1, no Dask scheduler); else nothing.  If it cannot start
+    now, the job runner tries again."""
+    if settings.worker_count != 1 or settings.dask_scheduler is not None:
+        return
+    from app.jobs import fork_server  # multiprocessing only: the preload is its own
+
+    try:
+        fork_server.start()
+    except Exception:
+        log.exception("could not start the training fork server; the job runner will retry")
 
 
 def _uvicorn(settings: Settings, host: str, port: int, workers: int) -> None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
 
@@ -33,7 +34,7 @@ from sklearn.pipeline import Pipeline
 from ensembles.inference import composite
 from ensembles.inference.compiled import CompiledModel, restore_model
 from ensembles.inference.composite import CompiledComposite
-from ensembles.inference.engines import SKLEARN, SklearnEngine
+from ensembles.inference.engines import SKLEARN, Answer, SklearnEngine
 from ensembles.inference.fidelity import FidelityReport, compare, probe_rows, synthetic_rows
 from ensembles.inference.gtil import ENGINE, IMPORT_ERRORS, import_model, plan_for
 from ensembles.tasks import Task
@@ -49,7 +50,8 @@ __all__ = [
 DEFAULT_MAX_ROWS = 64  # when not calibrated: below every crossover the benchmark measured
 FloatArray = NDArray[np.float64]
 
-_CALIBRATION_LARGE = 1024  # rows of the second size timed by the calibration
+_CALIBRATION_LARGE = 1024  # rows of scikit-learn's second size timed by the calibration
+_CALIBRATION_COMPILED = 256  # and of the compiled engine's (see _calibrate)
 # Training rows the compiled engine is checked on, beside the probes at every threshold:
 # a seeded sample beyond this (checking all 500,000 rows of a big table took longer than
 # the fit; the probes, not the bulk, reach the edge cases).
@@ -246,22 +248,47 @@ def rebuild(
 
 
 def _check(compiled: Compiled, rows: FloatArray) -> tuple[str | None, float]:
-    """Compare the compiled answers with the estimator's own on ``rows``."""
+    """Compare the compiled answers with the estimator's own on ``rows``.
+
+    For a compiled tree model, scikit-learn's side runs in a thread of its own while the
+    compiled engine answers (both release the GIL in native code: GTIL's threads and,
+    say, LightGBM's single predict thread share the job's cores); its failure counts
+    only once the compiled side has answered, as when they ran one after the other.  A
+    composite's check runs them in turn (whether scikit-learn is asked for probabilities
+    follows from the compiled answer: hard voting has none).
+    """
+    if not isinstance(compiled, CompiledModel):
+        return _compared(compiled, rows, lambda with_proba: _own(compiled, rows, with_proba))
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="own-answers") as side:
+        # A compiled tree model always gives probabilities for a classifier.
+        own = side.submit(_own, compiled, rows, compiled.task == "classification")
+        return _compared(compiled, rows, lambda _with_proba: own.result())
+
+
+def _own(compiled: Compiled, rows: FloatArray, with_proba: bool) -> Answer:
+    """scikit-learn's answers on ``rows``: labels and probabilities from one pass where
+    its predict is the first maximum of its probabilities (forests: half the check's
+    time); values for a regression."""
     estimator = compiled.estimator
+    if compiled.task == "classification":
+        return SklearnEngine(estimator, "classification").answer(rows, with_proba=with_proba)
+    return Answer(np.asarray(estimator.predict(rows), dtype=np.float64), None, SKLEARN)
+
+
+def _compared(
+    compiled: Compiled, rows: FloatArray, own_answer: Callable[[bool], Answer]
+) -> tuple[str | None, float]:
+    """The compiled answers on ``rows`` against ``own_answer(with_proba)``."""
     try:
         if compiled.task == "classification":
             labels, proba = compiled.predict_with_proba(rows)
-            # scikit-learn's labels and probabilities from one pass where its predict is
-            # the first maximum of its probabilities (forests: half the check's time).
-            own = SklearnEngine(estimator, "classification").answer(
-                rows, with_proba=proba is not None
-            )
+            own = own_answer(proba is not None)
             if proba is None or own.probabilities is None:  # hard voting: labels only
                 none = np.zeros((len(rows), 0))
                 return compare(none, none, "probabilities", own.predictions, labels)
             return compare(own.probabilities, proba, "probabilities", own.predictions, labels)
         values = compiled.predict(rows)
-        expected = np.asarray(estimator.predict(rows), dtype=np.float64)
+        expected = own_answer(False).predictions
         return compare(expected, values, "predicted values")
     except (*IMPORT_ERRORS, RuntimeError) as exc:
         return f"the compiled engine failed on the check rows: {exc}", float("inf")
@@ -271,21 +298,29 @@ def _calibrate(compiled: Compiled, X: pd.DataFrame) -> int:
     """The largest request size (rows) up to which the compiled engine beats scikit-learn.
 
     Each engine's time for n rows is close to ``a + b n`` (a per call, b per row), so two
-    sizes each, 1 and ``_CALIBRATION_LARGE`` rows (best of three), place the crossover
+    sizes each (best of three), 1 row and a larger one, place the crossover
     ``n = (a_sk - a_c) / (b_c - b_sk)``; both engines take the same preprocessed rows, as
     in the service.  At most ``_CALIBRATION_MAX_ROWS`` (beyond it the line is not
     measured); 0 when scikit-learn is faster even for one row.  About 0.1 s for 100
     trees, where timing every power of two up to 4,096 rows took 0.5 s of each training.
+
+    The larger size is ``_CALIBRATION_LARGE`` (1,024) rows for scikit-learn, whose calls
+    cost mostly per call (a forest's per-tree loop): its slope needs the rows; and
+    ``_CALIBRATION_COMPILED`` (256) for the compiled engine, whose calls cost mostly per
+    row (GTIL walks each row through every tree), a line 256 rows measure as well: for
+    a 500-round LightGBM its three 1,024-row timings were 0.18 s of the calibration's
+    0.25 s.
     """
     index = np.resize(np.arange(len(X)), _CALIBRATION_LARGE)
     Xt_large = np.asarray(compiled.pipeline[:-1].transform(X.iloc[index]))
     Xt_one = Xt_large[:1]
+    Xt_compiled = Xt_large[:_CALIBRATION_COMPILED]
     estimator = compiled.estimator
-    ours = [_fastest(compiled.predict, Xt) for Xt in (Xt_one, Xt_large)]
+    ours = [_fastest(compiled.predict, Xt) for Xt in (Xt_one, Xt_compiled)]
     theirs = [_fastest(estimator.predict, Xt) for Xt in (Xt_one, Xt_large)]
     if ours[0] >= theirs[0]:
         return 0
-    per_row_ours = (ours[1] - ours[0]) / (_CALIBRATION_LARGE - 1)
+    per_row_ours = (ours[1] - ours[0]) / (len(Xt_compiled) - 1)
     per_row_theirs = (theirs[1] - theirs[0]) / (_CALIBRATION_LARGE - 1)
     if per_row_ours <= per_row_theirs:
         return _CALIBRATION_MAX_ROWS

@@ -122,10 +122,10 @@ def _library_trees(
     """XGBoost's and LightGBM's trees as treelite read them (none if it cannot)."""
     library: library_trees.LibraryRoute = "xgboost" if route == "xgboost" else "lightgbm"
     try:
-        model = library_trees.imported(estimator, library).model
+        found = library_trees.imported(estimator, library)
     except (treelite.TreeliteError, NotImplementedError, ValueError, TypeError):
         return []  # the import is refused with its reason where the model is compiled
-    trees = library_trees.split_nodes(model)
+    trees = library_trees.trees_of(found)
     return trees if columns is None else [_remapped(t, columns) for t in trees]
 
 
