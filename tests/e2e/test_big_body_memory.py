@@ -28,6 +28,12 @@ REQUESTS = 10
 # its buffers faults thousands of times on every request, while faults from elsewhere (in
 # the full parallel suite some requests of both servers took 6,600-8,200) only add.
 AT_MOST_OF_GLIBCS_OWN = 0.25
+# Since the big-body check lost its table-sized temporaries (exact_floats, issue 22's fourth
+# pass), glibc's own adaptive thresholds keep this body's buffers mapped too: both servers
+# fault ~0 times a warm request alone, and 0 < 0.25 * 0 cannot hold. A server that keeps
+# its buffers mapped faults at most this many times a warm request (about 150 where
+# app/server/memory.py was made); one that re-maps them, thousands.
+KEPT_MAPPED_FAULTS = 1_000
 GLIBCS_OWN = {"GLIBC_TUNABLES": "glibc.malloc.check=0"}  # glibc's default, an operator's
 
 
@@ -83,7 +89,8 @@ def test_big_json_bodies_do_not_fault_their_buffers_in_afresh(
     ours.stop()
     glibcs = servers(**GLIBCS_OWN)  # the same data folder: the same version
     with_glibcs = warm_faults_per_request(glibcs, body, 1)
-    assert with_ours < AT_MOST_OF_GLIBCS_OWN * with_glibcs, (with_ours, with_glibcs)
+    bound = max(AT_MOST_OF_GLIBCS_OWN * with_glibcs, KEPT_MAPPED_FAULTS)
+    assert with_ours <= bound, (with_ours, with_glibcs)
 
 
 @pytest.mark.parametrize(
