@@ -9,8 +9,6 @@ once, not twice."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import lightgbm
@@ -26,6 +24,7 @@ from ensembles.specs import parse_estimator_spec
 from ensembles.training import _fit, _split
 from ensembles.training_run import Run
 from ensembles.validation import resolve_ensemble
+from tests.unit.booster_walks import walked_rounds
 from tests.unit.datasets import frame
 
 RS = 3
@@ -145,28 +144,6 @@ def test_training_figures_are_the_figures_before(kind: str, name: str, holdout: 
         assert scores.extra["predicted_vs_actual"] == before["pairs"]
 
 
-@contextmanager
-def _walked(estimator: Any) -> Iterator[list[int]]:
-    """Rows x rounds that LightGBM's booster walks (its predict wrapped on this instance;
-    it answers as before)."""
-    booster = estimator.booster_
-    walked = [0]
-    own: Callable[..., Any] = booster.predict
-
-    def predict(data: Any, *args: Any, **kwargs: Any) -> Any:
-        rounds = kwargs.get("num_iteration")
-        if rounds is None or rounds <= 0:
-            rounds = lightgbm_kind.rounds_kept(estimator)
-        walked[0] += len(data) * int(rounds)
-        return own(data, *args, **kwargs)
-
-    booster.predict = predict
-    try:
-        yield walked
-    finally:
-        del booster.__dict__["predict"]
-
-
 @pytest.mark.parametrize("name", ["breast_cancer", "digits", "diabetes"])
 def test_the_curves_rows_are_walked_once(name: str) -> None:
     """Fails on the code before: it walked the training rows through every kept round
@@ -176,7 +153,7 @@ def test_the_curves_rows_are_walked_once(name: str) -> None:
     fit = dataclasses.replace(fit, rounds=dataclasses.replace(fit.rounds, answers=None))
     rounds = lightgbm_kind.rounds_kept(fit.ensemble)
     n = len(rows.y_train)
-    with _walked(fit.ensemble) as walked, run.predicting():
+    with walked_rounds(fit.ensemble) as walked, run.predicting():
         evaluation.score_fit(fit, rows, RS, [])
     assert n > lightgbm_pass.CHECK_ROWS  # else the check's sample is every row
     assert walked[0] == rounds * (n + lightgbm_pass.CHECK_ROWS)

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import pickle
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -28,6 +26,7 @@ from ensembles.specs import parse_estimator_spec
 from ensembles.training import _fit, _split
 from ensembles.training_run import Run
 from ensembles.validation import resolve_ensemble
+from tests.unit.booster_walks import walked_rounds
 
 RS = 5
 TASKS = ["binary", "multiclass", "regression"]
@@ -127,28 +126,6 @@ def test_training_figures_are_the_figures_before(task: str, holdout: float) -> N
         assert scores.extra["predicted_vs_actual"] == before["pairs"]
 
 
-@contextmanager
-def _walked(estimator: Any) -> Iterator[list[int]]:
-    """Rows x rounds that LightGBM's booster walks (its predict wrapped on this instance;
-    it answers as before)."""
-    booster = estimator.booster_
-    walked = [0]
-    own: Callable[..., Any] = booster.predict
-
-    def predict(data: Any, *args: Any, **kwargs: Any) -> Any:
-        rounds = kwargs.get("num_iteration")
-        if rounds is None or rounds <= 0:
-            rounds = lightgbm_kind.rounds_kept(estimator)
-        walked[0] += len(data) * int(rounds)
-        return own(data, *args, **kwargs)
-
-    booster.predict = predict
-    try:
-        yield walked
-    finally:
-        del booster.__dict__["predict"]
-
-
 @pytest.mark.parametrize("holdout", [0.0, 0.25])
 @pytest.mark.parametrize("task", TASKS)
 def test_no_row_is_walked_after_the_fit(task: str, holdout: float) -> None:
@@ -157,7 +134,7 @@ def test_no_row_is_walked_after_the_fit(task: str, holdout: float) -> None:
     fit, rows, run = _fitted(task, holdout)
     rounds = lightgbm_kind.rounds_kept(fit.ensemble)
     scored = len(rows.y_train) if rows.y_hold is None else len(rows.y_hold)
-    with _walked(fit.ensemble) as walked, run.predicting():
+    with walked_rounds(fit.ensemble) as walked, run.predicting():
         evaluation.score_fit(fit, rows, RS, [])
     assert walked[0] == (rounds * scored if task == "regression" else 0)
 
