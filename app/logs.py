@@ -48,8 +48,24 @@ def new_request_id() -> str:
     return raw.hex()
 
 
-def _fields(record: logging.LogRecord) -> dict[str, Any]:
-    fields = getattr(record, "fields", None)
+def _entry(
+    created: float, level: str, name: str, pid: int | None, message: str, fields: object
+) -> dict[str, Any]:
+    """A line's JSON object, as :class:`JsonFormatter` and :func:`write_info` write it."""
+    moment = datetime.fromtimestamp(created, UTC)
+    return {
+        "time": moment.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+        "level": level,
+        "logger": name,
+        "pid": pid,
+        "message": message,
+        **_fields(fields),
+    }
+
+
+def _fields(fields: object) -> dict[str, Any]:
+    """A record's ``fields`` (its ``extra``), then the request id of the request being
+    served unless they name one."""
     out: dict[str, Any] = dict(fields) if isinstance(fields, dict) else {}
     request_id = REQUEST_ID.get()
     if request_id is not None:
@@ -57,23 +73,18 @@ def _fields(record: logging.LogRecord) -> dict[str, Any]:
     return out
 
 
-def _time_text(created: float) -> str:
-    moment = datetime.fromtimestamp(created, UTC)
-    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
 class JsonFormatter(logging.Formatter):
     """A log record as one line of JSON."""
 
     def format(self, record: logging.LogRecord) -> str:
-        entry: dict[str, Any] = {
-            "time": _time_text(record.created),
-            "level": record.levelname.lower(),
-            "logger": record.name,
-            "pid": record.process,
-            "message": record.getMessage(),
-            **_fields(record),
-        }
+        entry = _entry(
+            record.created,
+            record.levelname.lower(),
+            record.name,
+            record.process,
+            record.getMessage(),
+            getattr(record, "fields", None),
+        )
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
         if record.stack_info:
@@ -100,18 +111,9 @@ def write_info(
     handler = _only_handler(logger)
     if handler is None:
         return False
-    created = time.time()
-    entry: dict[str, Any] = {
-        "time": _time_text(created),
-        "level": "info",
-        "logger": logger.name,
-        "pid": os.getpid() if logging.logProcesses else None,
-        "message": msg % args if args else msg,
-        **fields,
-    }
-    request_id = REQUEST_ID.get()
-    if request_id is not None:
-        entry.setdefault("request_id", request_id)
+    pid = os.getpid() if logging.logProcesses else None
+    message = msg % args if args else msg
+    entry = _entry(time.time(), "info", logger.name, pid, message, fields)
     line = orjson.dumps(entry, default=str).decode() + handler.terminator
     handler.acquire()
     try:
@@ -154,7 +156,8 @@ class TextFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         line = super().format(record)
-        extra = " ".join(f"{key}={value}" for key, value in _fields(record).items())
+        fields = _fields(getattr(record, "fields", None))
+        extra = " ".join(f"{key}={value}" for key, value in fields.items())
         if not extra:
             return line
         head, sep, tail = line.partition("\n")  # keep a traceback below the fields

@@ -85,7 +85,6 @@ def serve(settings: Settings, host: str, port: int) -> int:
     )
     if workers == 1:
         os.environ.pop(metrics_folder.ENV, None)  # one process: its own metrics, as ever
-        start_fork_server(settings)  # if ``python -m app`` has not already
         _uvicorn(settings, host, port, workers)
         return 0
     folder = Path(tempfile.mkdtemp(prefix="ensemble-metrics-"))
