@@ -22,17 +22,15 @@ pytestmark = pytest.mark.skipif(
 )
 ROWS = 10_000
 REQUESTS = 10
-# glibc's own thresholds re-fault the buffers (4,400 faults a request where it was found);
-# the service's keep about 150. Compared with a server left on glibc's own thresholds in
-# the same test, each by its fewest faults over the warm requests: a server that re-maps
-# its buffers faults thousands of times on every request, while faults from elsewhere (in
-# the full parallel suite some requests of both servers took 6,600-8,200) only add.
+# glibc's own thresholds adapt to a freed mmapped buffer's size, so from the third 10,000-row
+# request on they keep its buffers mapped too (both servers fault ~0 times alone). What is
+# left of the module's effect is the second request: ~180 faults with it, ~3,500 without.
+# Faults from elsewhere add the same to every request of both servers (5,786 a request in a
+# full CI run, 6,870 in one here; cause not found), so each request is measured above its
+# server's floor, the fewest faults of its warm requests, and the two servers take turns.
 AT_MOST_OF_GLIBCS_OWN = 0.25
-# Since the big-body check lost its table-sized temporaries (exact_floats, issue 22's fourth
-# pass), glibc's own adaptive thresholds keep this body's buffers mapped too: both servers
-# fault ~0 times a warm request alone, and 0 < 0.25 * 0 cannot hold. A server that keeps
-# its buffers mapped faults at most this many times a warm request (about 150 where
-# app/server/memory.py was made); one that re-maps them, thousands.
+# A server that keeps its buffers mapped faults at most this many times above its floor
+# (about 150-200 where app/server/memory.py was made); one that re-maps them, thousands.
 KEPT_MAPPED_FAULTS = 1_000
 GLIBCS_OWN = {"GLIBC_TUNABLES": "glibc.malloc.check=0"}  # glibc's default, an operator's
 
@@ -43,22 +41,33 @@ def minor_faults(pid: int) -> int:
     return int(fields[7])
 
 
-def warm_faults_per_request(server: Server, body: bytes, version: int) -> int:
-    """The fewest minor faults of the warm requests (the first two warm the heap)."""
-    faults = []
-    assert server.process is not None
-    with server.client() as client:
+def faults_per_request(servers: list[Server], body: bytes, version: int) -> list[list[int]]:
+    """Each server's minor faults per request, the servers taking turns request by request."""
+    faults: list[list[int]] = [[] for _ in servers]
+    clients = [server.client() for server in servers]
+    try:
         for _ in range(REQUESTS):
-            before = minor_faults(server.process.pid)
-            answer = client.post(
-                f"/v1/models/bc/versions/{version}/predict",
-                content=body,
-                headers={"content-type": "application/json"},
-            )
-            assert answer.status_code == 200, answer.text[:300]
-            assert len(answer.json()["predictions"]) == ROWS
-            faults.append(minor_faults(server.process.pid) - before)
-    return min(faults[2:])
+            for server, client, counted in zip(servers, clients, faults, strict=True):
+                assert server.process is not None
+                before = minor_faults(server.process.pid)
+                answer = client.post(
+                    f"/v1/models/bc/versions/{version}/predict",
+                    content=body,
+                    headers={"content-type": "application/json"},
+                )
+                assert answer.status_code == 200, answer.text[:300]
+                assert len(answer.json()["predictions"]) == ROWS
+                counted.append(minor_faults(server.process.pid) - before)
+    finally:
+        for client in clients:
+            client.close()
+    return faults
+
+
+def second_above_floor(faults: list[int]) -> int:
+    """The second request's faults above the server's floor, the fewest of the requests
+    from the third on (the first fills the heap; by the third glibc's own have adapted)."""
+    return faults[1] - min(faults[2:])
 
 
 def test_big_json_bodies_do_not_fault_their_buffers_in_afresh(
@@ -85,12 +94,15 @@ def test_big_json_bodies_do_not_fault_their_buffers_in_afresh(
             },
         )
         assert trained.status_code == 201, trained.text[:300]
-    with_ours = warm_faults_per_request(ours, body, 1)
-    ours.stop()
     glibcs = servers(**GLIBCS_OWN)  # the same data folder: the same version
-    with_glibcs = warm_faults_per_request(glibcs, body, 1)
-    bound = max(AT_MOST_OF_GLIBCS_OWN * with_glibcs, KEPT_MAPPED_FAULTS)
-    assert with_ours <= bound, (with_ours, with_glibcs)
+    with_ours, with_glibcs = faults_per_request([ours, glibcs], body, 1)
+    bound = max(AT_MOST_OF_GLIBCS_OWN * second_above_floor(with_glibcs), KEPT_MAPPED_FAULTS)
+    assert second_above_floor(with_ours) <= bound, (with_ours, with_glibcs)
+    # warm, no worse than glibc's own
+    assert min(with_ours[2:]) <= min(with_glibcs[2:]) + KEPT_MAPPED_FAULTS, (
+        with_ours,
+        with_glibcs,
+    )
 
 
 @pytest.mark.parametrize(
