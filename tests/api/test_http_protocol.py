@@ -9,19 +9,21 @@ uvicorn's takes two (head, then body).
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
 import pytest
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 from uvicorn.importer import import_from_string
+from uvicorn.protocols.http import httptools_impl
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.server import ServerState
 
-from app.server import launcher
+from app.server import http_protocol, launcher
 from app.server.http_protocol import PROTOCOL, OneWriteHTTPProtocol
 
 BIG = 200_000  # bytes: above what the protocol joins
@@ -33,7 +35,25 @@ async def _answer(request: Request) -> Response:
     return Response(b"x" * size, media_type="application/json", headers=headers)
 
 
-APP = Starlette(routes=[Route("/answer", _answer, methods=["GET", "POST"])])
+async def _odd(request: Request) -> Response:
+    """Heads off the common way: streamed (chunked), empty, odd headers, a bad header."""
+    kind = request.query_params["kind"]
+    if kind == "stream":
+        return StreamingResponse(iter([b"ab", b"cd"]), media_type="text/plain")
+    if kind == "no_content":
+        return Response(status_code=204)
+    if kind == "many":
+        headers = {"Connection": "keep-alive, Close", "X-Odd": "a\tb", "Content-Language": "fr"}
+        return Response(b"{}", status_code=418, headers=headers)
+    return Response(b"{}", headers={"x-bad": "a\x01b"})  # uvicorn refuses the value
+
+
+APP = Starlette(
+    routes=[
+        Route("/answer", _answer, methods=["GET", "POST"]),
+        Route("/odd", _odd, methods=["GET", "POST", "HEAD"]),
+    ]
+)
 
 
 class RecordingTransport(asyncio.Transport):
@@ -69,8 +89,11 @@ class RecordingTransport(asyncio.Transport):
         return 0
 
 
-def _serve(protocol_class: type[asyncio.Protocol], *requests: bytes) -> RecordingTransport:
-    """``requests`` sent one after the other on one connection served by ``protocol_class``."""
+def _serve(
+    protocol_class: type[asyncio.Protocol], *requests: bytes, access_log: bool = False
+) -> RecordingTransport:
+    """``requests`` sent one after the other on one connection served by ``protocol_class``,
+    uvicorn's access log off (as the service's logging leaves it) unless ``access_log``."""
     config = uvicorn.Config(APP, http=protocol_class, log_config=None, lifespan="off")
     config.load()
     state = ServerState()
@@ -81,15 +104,27 @@ def _serve(protocol_class: type[asyncio.Protocol], *requests: bytes) -> Recordin
         protocol: Any = protocol_class(  # type: ignore[call-arg]
             config=config, server_state=state, app_state={}, _loop=loop
         )
+        protocol.access_log = access_log
         protocol.connection_made(transport)
         for request in requests:
             protocol.data_received(request)
-            loop.run_until_complete(asyncio.sleep(0.05))
+            loop.run_until_complete(_settled(state))
         protocol.connection_lost(None)
         loop.run_until_complete(asyncio.sleep(0))
     finally:
         loop.close()
     return transport
+
+
+async def _settled(state: ServerState) -> None:
+    """Until every request's task has ended (a loaded host may take its time), and one
+    loop turn more (what the turn's end sends)."""
+    await asyncio.sleep(0)
+    for _ in range(500):
+        if not state.tasks:
+            break
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(0.01)
 
 
 def _post(path: str, body: bytes = b"{}") -> bytes:
@@ -134,3 +169,77 @@ def test_the_server_runs_this_protocol(monkeypatch: pytest.MonkeyPatch) -> None:
     launcher._uvicorn(launcher.load_settings(), "127.0.0.1", 8000, 1)
     assert given["http"] == PROTOCOL
     assert import_from_string(PROTOCOL) is OneWriteHTTPProtocol
+
+
+def test_odd_heads_are_uvicorns_to_the_byte() -> None:
+    """Streamed, empty, HEAD, closing, unusual status and headers, a refused header: the
+    same bytes (and the same close) as uvicorn's own protocol."""
+    requests = [
+        _post("/odd?kind=stream"),
+        _post("/odd?kind=no_content"),
+        b"HEAD /odd?kind=stream HTTP/1.1\r\nhost: t\r\n\r\n",
+        b"GET /answer?size=5 HTTP/1.0\r\nhost: t\r\n\r\n",
+    ]
+    for request in requests:
+        theirs = _serve(HttpToolsProtocol, request)
+        ours = _serve(OneWriteHTTPProtocol, request)
+        assert b"".join(ours.writes) == b"".join(theirs.writes), request
+        assert ours.closed == theirs.closed
+    for request in (_post("/odd?kind=many"), _post("/odd?kind=bad"), _post("/answer?close=1")):
+        theirs = _serve(HttpToolsProtocol, request, _post("/answer"))
+        ours = _serve(OneWriteHTTPProtocol, request, _post("/answer"))
+        assert b"".join(ours.writes) == b"".join(theirs.writes), request
+        assert ours.closed == theirs.closed
+
+
+class _Counted:
+    """A compiled pattern whose searches are counted."""
+
+    def __init__(self, pattern: Any, counts: list[int]) -> None:
+        self.pattern = pattern
+        self.counts = counts
+
+    def search(self, data: bytes) -> Any:
+        self.counts.append(len(data))
+        return self.pattern.search(data)
+
+
+def test_a_heads_headers_are_checked_in_two_searches(monkeypatch: pytest.MonkeyPatch) -> None:
+    """uvicorn searches each header's name and value (two searches a header, 6 headers
+    here: 12); ours searches the names once and the values once, whatever their number."""
+    impl = httptools_impl  # the module whose checks uvicorn's send reads
+    counts: list[int] = []
+    names, values = (_Counted(impl.HEADER_RE, counts), _Counted(impl.HEADER_VALUE_RE, counts))
+    monkeypatch.setattr(impl, "HEADER_RE", names)
+    monkeypatch.setattr(impl, "HEADER_VALUE_RE", values)
+    monkeypatch.setattr(http_protocol, "_HEAD_CHECKS", (names, values))
+    request = _post("/odd?kind=many")  # date, server, content-length and 3 of its own
+    _serve(HttpToolsProtocol, request)
+    theirs, counts[:] = len(counts), []
+    _serve(OneWriteHTTPProtocol, request)
+    assert theirs == 2 * 6
+    assert len(counts) == 2
+
+
+def test_with_uvicorns_access_log_on_the_head_is_uvicorns(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its line is written in uvicorn's ``send``: a protocol whose access log is on takes it."""
+    lines: list[str] = []
+    access = logging.getLogger("uvicorn.access")
+    monkeypatch.setattr(access, "handlers", [_Lines(lines)])
+    monkeypatch.setattr(access, "propagate", False)
+    monkeypatch.setattr(access, "disabled", False)
+    monkeypatch.setattr(access, "level", logging.INFO)
+    theirs = _serve(HttpToolsProtocol, _post("/answer"), access_log=True)
+    ours = _serve(OneWriteHTTPProtocol, _post("/answer"), access_log=True)
+    assert b"".join(ours.writes) == b"".join(theirs.writes)
+    assert len(lines) == 2
+    assert lines[0] == lines[1]
+
+
+class _Lines(logging.Handler):
+    def __init__(self, lines: list[str]) -> None:
+        super().__init__()
+        self.lines = lines
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())

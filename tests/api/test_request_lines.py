@@ -5,11 +5,15 @@ is the line ``logging`` writes, to the byte; request ids made without ``uuid`` a
 from __future__ import annotations
 
 import io
+import json
 import logging
 import os
+import random
 import time
 import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
@@ -132,3 +136,44 @@ def test_new_request_ids_are_uuid4_hex(monkeypatch: pytest.MonkeyPatch) -> None:
     made = {new_request_id() for _ in range(100)}
     assert len(made) == 100
     assert all(uuid.UUID(hex=m).version == 4 for m in made)
+
+
+def test_the_time_is_the_datetimes_to_the_character() -> None:
+    """``time_text`` against ``datetime``'s own text: random moments, and the rounding
+    edges (half a microsecond either side, a carry into the next second)."""
+    rng = random.Random(24)
+    edges = [0.0, 0.9999995, 0.9999994999, 2.5e-6, 1.5e-6, 1_790_000_000.9995]
+    edges += [1_790_000_000 + k / 1e6 + d for k in (0, 499, 500, 999_999) for d in (-5e-7, 5e-7)]
+    moments = edges + [rng.uniform(0, 4e9) for _ in range(20_000)]
+    moments += [rng.randrange(4_000_000_000) + rng.randrange(10**6) / 1e6 for _ in range(20_000)]
+    for moment in moments:
+        expected = datetime.fromtimestamp(moment, UTC).isoformat(timespec="milliseconds")
+        assert logs.time_text(moment) == expected.replace("+00:00", "Z"), moment
+
+
+def test_lines_of_one_second_make_one_datetime(
+    service_logging: io.StringIO, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The date and time of day are made once per second, not once per line (each
+    request writes one), and every line still reads its own millisecond."""
+    made: list[float] = []
+
+    class Counted(datetime):
+        @classmethod
+        def fromtimestamp(cls, t: float, tz: Any = None) -> Any:
+            made.append(t)
+            return datetime.fromtimestamp(t, tz)
+
+    monkeypatch.setattr(logs, "datetime", Counted)
+    clock = iter([1_790_000_001.0 + k / 100 for k in range(50)])
+    monkeypatch.setattr(time, "time", lambda: next(clock))
+    _service_handler_only()
+    for _ in range(50):
+        assert write_info(logging.getLogger("app.access"), ACCESS, ARGS, FIELDS)
+    lines = [json.loads(line) for line in service_logging.getvalue().splitlines()]
+    assert [line["time"] for line in lines[:3]] == [
+        "2026-09-21T14:13:21.000Z",
+        "2026-09-21T14:13:21.010Z",
+        "2026-09-21T14:13:21.020Z",
+    ]
+    assert len(made) == 1

@@ -1,0 +1,217 @@
+"""CPU per one-row request through the server's own HTTP protocol, in process, without
+sockets: uvicorn's protocol (the service's, :mod:`app.server.http_protocol`) is fed each
+request's bytes by a stand-in transport on uvloop, as the event loop would feed it, and
+the app answers through every layer a served request goes through (Starlette's
+middleware, the access log, the metrics, the fast path, the engine).  What the kernel
+does (the sockets, the wakeups) is left out, so the figure moves with the code, hardly
+with the host; ``--trees`` runs each tree in a process of its own, in alternating rounds.
+
+    PYTHONPATH=. .venv/bin/python benchmarks/one_row_loop.py --data /tmp/tree-cpu-ab \
+        --trees base=/tmp/base,new=. --rounds 5
+
+``--clients N`` hands N requests to the protocol objects (one per connection) in the same
+loop turn, as N clients whose bytes arrived together would (batching sees them as such).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ONE = "one"  # the argument that runs one tree's measurement in this process
+
+
+class Transport:
+    """What the protocol writes to, counting the answers that are complete."""
+
+    def __init__(self) -> None:
+        self.written = bytearray()
+        self.answers: list[bytes] = []
+        self.closing = False
+
+    def write(self, data: bytes) -> None:
+        self.written += data
+        head, sep, rest = bytes(self.written).partition(b"\r\n\r\n")
+        if not sep:
+            return
+        length = next(
+            int(line.split(b":", 1)[1])
+            for line in head.split(b"\r\n")
+            if line.lower().startswith(b"content-length:")
+        )
+        if len(rest) >= length:
+            self.answers.append(bytes(self.written[: len(head) + 4 + length]))
+            del self.written[: len(head) + 4 + length]
+
+    def is_closing(self) -> bool:
+        return self.closing
+
+    def close(self) -> None:
+        self.closing = True
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return {"sockname": ("127.0.0.1", 8000), "peername": ("127.0.0.1", 50000)}.get(
+            name, default
+        )
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+
+async def measure(
+    data: Path, model: str, clients: int, requests: int, batches: int, profile: str = ""
+) -> None:
+    """Print one JSON line: CPU us per request of each batch."""
+    import numpy as np
+    import uvicorn
+    from uvicorn.lifespan.on import LifespanOn
+    from uvicorn.server import ServerState
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import service_bench as sb
+
+    from app.main import create_app
+    from app.server.http_protocol import OneWriteHTTPProtocol
+    from app.settings import Settings
+
+    version = json.loads((data / f"{model}.json").read_text())["version"]
+    settings = Settings(data_dir=data / "data")
+    config = uvicorn.Config(create_app(settings), log_config=None, lifespan="on")
+    config.load()
+    lifespan = LifespanOn(config)
+    await lifespan.startup()
+    state = ServerState()
+    state.default_headers = [(b"date", b"Sun, 29 Nov 2026 07:00:00 GMT"), *config.encoded_headers]
+    loop = asyncio.get_running_loop()
+    connections = []
+    for _ in range(clients):
+        protocol = OneWriteHTTPProtocol(config, state, lifespan.state, loop)
+        transport = Transport()
+        protocol.connection_made(transport)  # type: ignore[arg-type]
+        connections.append((protocol, transport))
+    work = sb.workloads(sb.load_dataset("breast_cancer"), True, np.random.default_rng(sb.SEED))
+    path = f"/v1/models/{model}/versions/{version}/predict"
+    wires = [
+        (
+            f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:8000\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+        ).encode()
+        + body
+        for body in work["single_1"].bodies
+    ]
+
+    async def round_trips(count: int) -> None:
+        for k in range(count):
+            for i, (protocol, _) in enumerate(connections):
+                protocol.data_received(wires[(k + i) % len(wires)])
+            for _, transport in connections:
+                while not transport.answers:
+                    await asyncio.sleep(0)
+                answer = transport.answers.pop()
+                if not answer.startswith(b"HTTP/1.1 200"):
+                    raise RuntimeError(answer[:300].decode())
+            await asyncio.sleep(0)  # the protocol's end-of-turn callbacks
+
+    await round_trips(300)
+    if profile:
+        import cProfile
+        import pstats
+
+        profiler = cProfile.Profile()
+        profiler.enable()
+        await round_trips(requests // clients)
+        profiler.disable()
+        stats = pstats.Stats(profiler)
+        calls = sum(cc for (cc, *_rest) in stats.stats.values())  # type: ignore[attr-defined]
+        print(f"{calls / (requests // clients * clients):.1f} function calls per request")
+        groups: dict[str, int] = {}
+        for (file, _, func), (cc, *_rest) in stats.stats.items():  # type: ignore[attr-defined]
+            parts = Path(file).parts
+            where = next(
+                (
+                    p
+                    for p in (
+                        "uvicorn",
+                        "starlette",
+                        "fastapi",
+                        "numpy",
+                        "prometheus_client",
+                        "logging",
+                        "asyncio",
+                        "app",
+                        "ensembles",
+                        "treelite",
+                        "sklearn",
+                        "pydantic",
+                    )
+                    if p in parts
+                ),
+                "",
+            )
+            group = where or (func if file == "~" else file)
+            groups[group] = groups.get(group, 0) + cc
+        for group, count in sorted(groups.items(), key=lambda g: -g[1])[:30]:
+            print(f"{count / (requests // clients * clients):7.1f}  {group}")
+        stats.sort_stats(profile).print_stats(60)
+        return
+    figures = []
+    for _ in range(batches):
+        started = time.process_time()
+        await round_trips(requests // clients)
+        figures.append((time.process_time() - started) / (requests // clients * clients) * 1e6)
+    print(json.dumps({"cpu_us": figures}), flush=True)
+    await lifespan.shutdown()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", default="/tmp/tree-cpu-ab")
+    parser.add_argument("--model", default="bench-rf")
+    parser.add_argument("--trees", default="", help="name=path,...: alternate these trees")
+    parser.add_argument("--clients", type=int, default=1)
+    parser.add_argument("--requests", type=int, default=2000)
+    parser.add_argument("--batches", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--profile", default="", help="a pstats sort key: profile instead")
+    parser.add_argument(ONE, nargs="?")
+    args = parser.parse_args()
+    data = Path(args.data)
+    if args.one or not args.trees:
+        import uvloop
+
+        uvloop.run(
+            measure(data, args.model, args.clients, args.requests, args.batches, args.profile)
+        )
+        return
+    trees = dict(t.split("=", 1) for t in args.trees.split(","))
+    found: dict[str, list[float]] = {name: [] for name in trees}
+    for _ in range(args.rounds):
+        for name, tree in trees.items():
+            env = {**os.environ, "PYTHONPATH": str(Path(tree).resolve())}
+            env.pop("ENSEMBLE_API_KEYS", None)
+            command = [sys.executable, __file__, *sys.argv[1:], ONE]
+            done = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
+            line = next(x for x in done.stdout.splitlines() if x.startswith('{"cpu_us"'))
+            found[name].append(min(json.loads(line)["cpu_us"]))
+    print(f"{args.clients} client(s), {args.rounds} rounds, CPU us per request (min of batches)")
+    for name, values in found.items():
+        spread = ", ".join(f"{v:.0f}" for v in values)
+        print(f"{name}: median {statistics.median(values):.0f} ({spread})")
+
+
+if __name__ == "__main__":
+    main()
