@@ -9,7 +9,6 @@ uvicorn's takes two (head, then body).
 from __future__ import annotations
 
 import asyncio
-import logging
 from typing import Any
 
 import pytest
@@ -19,11 +18,10 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 from uvicorn.importer import import_from_string
-from uvicorn.protocols.http import httptools_impl
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.server import ServerState
 
-from app.server import http_protocol, launcher
+from app.server import launcher
 from app.server.http_protocol import PROTOCOL, OneWriteHTTPProtocol
 
 BIG = 200_000  # bytes: above what the protocol joins
@@ -192,54 +190,26 @@ def test_odd_heads_are_uvicorns_to_the_byte() -> None:
         assert ours.closed == theirs.closed
 
 
-class _Counted:
-    """A compiled pattern whose searches are counted."""
+def test_each_answer_asks_the_transport_nothing_through_getattr(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """uvicorn asks ``is_closing`` after every answer: the held transport answers it
+    itself (through ``__getattr__`` the normal lookup failed first, an AttributeError
+    made and dropped inside Python); what it does not hold is still the real one's."""
+    from app.server.http_protocol import TurnWriteTransport
 
-    def __init__(self, pattern: Any, counts: list[int]) -> None:
-        self.pattern = pattern
-        self.counts = counts
+    asked: list[str] = []
+    forward = TurnWriteTransport.__getattr__
 
-    def search(self, data: bytes) -> Any:
-        self.counts.append(len(data))
-        return self.pattern.search(data)
+    def counted(self: TurnWriteTransport, name: str) -> Any:
+        asked.append(name)
+        return forward(self, name)
 
-
-def test_a_heads_headers_are_checked_in_two_searches(monkeypatch: pytest.MonkeyPatch) -> None:
-    """uvicorn searches each header's name and value (two searches a header, 6 headers
-    here: 12); ours searches the names once and the values once, whatever their number."""
-    impl = httptools_impl  # the module whose checks uvicorn's send reads
-    counts: list[int] = []
-    names, values = (_Counted(impl.HEADER_RE, counts), _Counted(impl.HEADER_VALUE_RE, counts))
-    monkeypatch.setattr(impl, "HEADER_RE", names)
-    monkeypatch.setattr(impl, "HEADER_VALUE_RE", values)
-    monkeypatch.setattr(http_protocol, "_HEAD_CHECKS", (names, values))
-    request = _post("/odd?kind=many")  # date, server, content-length and 3 of its own
-    _serve(HttpToolsProtocol, request)
-    theirs, counts[:] = len(counts), []
-    _serve(OneWriteHTTPProtocol, request)
-    assert theirs == 2 * 6
-    assert len(counts) == 2
-
-
-def test_with_uvicorns_access_log_on_the_head_is_uvicorns(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Its line is written in uvicorn's ``send``: a protocol whose access log is on takes it."""
-    lines: list[str] = []
-    access = logging.getLogger("uvicorn.access")
-    monkeypatch.setattr(access, "handlers", [_Lines(lines)])
-    monkeypatch.setattr(access, "propagate", False)
-    monkeypatch.setattr(access, "disabled", False)
-    monkeypatch.setattr(access, "level", logging.INFO)
-    theirs = _serve(HttpToolsProtocol, _post("/answer"), access_log=True)
-    ours = _serve(OneWriteHTTPProtocol, _post("/answer"), access_log=True)
-    assert b"".join(ours.writes) == b"".join(theirs.writes)
-    assert len(lines) == 2
-    assert lines[0] == lines[1]
-
-
-class _Lines(logging.Handler):
-    def __init__(self, lines: list[str]) -> None:
-        super().__init__()
-        self.lines = lines
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.lines.append(record.getMessage())
+    monkeypatch.setattr(TurnWriteTransport, "__getattr__", counted)
+    ours = _serve(OneWriteHTTPProtocol, _post("/answer"), _post("/answer?size=3"))
+    assert len(ours.writes) == 2
+    assert [name for name in asked if name != "get_extra_info"] == []
+    held = TurnWriteTransport(RecordingTransport(), asyncio.new_event_loop())
+    assert held.is_closing() is False
+    held.close()
+    assert held.is_closing() is True
