@@ -31,6 +31,7 @@ __all__ = [
     "BadCells",
     "CheckedColumns",
     "Columns",
+    "MatrixColumns",
     "beyond_float32",
     "build_array",
     "cannot_be_missing",
@@ -58,6 +59,63 @@ FloatArray = np.ndarray[Any, np.dtype[np.float64]]
 ABSENT = object()  # a record without the column's key
 SKIP = object()  # a row already refused as a whole: its cells are not checked
 Columns = dict[str, np.ndarray[Any, Any]]
+
+
+class MatrixColumns(dict[str, np.ndarray[Any, Any]]):
+    """Checked columns that are the columns of one float64 matrix, in their order (the
+    records of a request read into one table): a model that takes exactly these columns
+    stacked in this order copies the matrix in one C call instead of stacking them again
+    (one row of 30 columns: a concatenation of 30 arrays, most of the stacking's 8 us).
+    Any change to the dict forgets the matrix, so it never stands for other columns."""
+
+    __slots__ = ("matrix", "names")
+
+    def __init__(self, names: Sequence[str], matrix: np.ndarray[Any, Any]) -> None:
+        """``matrix``: one row per row, one column per name (its columns are the dict's
+        arrays, views of it)."""
+        super().__init__(zip(names, matrix.T, strict=True))
+        self.names: tuple[str, ...] | None = tuple(names)
+        self.matrix: np.ndarray[Any, Any] | None = matrix
+
+    def _forget(self) -> None:
+        self.names = self.matrix = None
+
+    def __setitem__(self, key: str, value: np.ndarray[Any, Any]) -> None:
+        self._forget()
+        super().__setitem__(key, value)
+
+    def __delitem__(self, key: str) -> None:
+        self._forget()
+        super().__delitem__(key)
+
+    def __ior__(self, other: Any) -> MatrixColumns:  # type: ignore[override,misc]
+        self._forget()
+        return super().__ior__(other)
+
+    def clear(self) -> None:
+        self._forget()
+        super().clear()
+
+    def pop(self, *args: Any) -> Any:
+        self._forget()
+        return super().pop(*args)
+
+    def popitem(self) -> tuple[str, np.ndarray[Any, Any]]:
+        self._forget()
+        return super().popitem()
+
+    def setdefault(self, *args: Any) -> Any:
+        self._forget()
+        return super().setdefault(*args)
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        self._forget()
+        super().update(*args, **kwargs)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (dict, (dict(self),))  # a plain dict of the same arrays
+
+
 # Bad cells of one column: the first MAX_PROBLEMS (row, message) and how many in all.
 BadCells = tuple[list[tuple[int, str]], int]
 

@@ -26,6 +26,7 @@ from ensembles.inference.cells import (
     SKIP,
     CheckedColumns,
     Columns,
+    MatrixColumns,
     check_column,
     check_row_count,
     extra_warnings,
@@ -116,13 +117,13 @@ def _numeric_records(records: list[Any], names: Sequence[str]) -> tuple[Columns,
     if set(map(type, records)) != {dict}:  # (map and set: one pass in C, not in Python)
         return None
     try:
-        if len(records) == 1:  # one C call for the record's cells, then one row per column
+        if len(records) == 1:  # one C call for the record's cells: one row, one column each
             table = _few_floats([_cells_of(tuple(names))(records[0])])
-            table = None if table is None else table.T
         else:
             cells = [[r[n] for r in records] for n in names]
             few = len(records) <= _FEW_RECORDS
-            table = _few_floats(cells) if few else _floats(cells)  # one row per column
+            by_column = _few_floats(cells) if few else _floats(cells)  # one row per column
+            table = None if by_column is None else by_column.T
     except KeyError:
         return None  # a missing column: the careful path names the rows
     if table is None:
@@ -131,7 +132,7 @@ def _numeric_records(records: list[Any], names: Sequence[str]) -> tuple[Columns,
     if set(map(len, records)) != {len(names)}:
         wanted = set(names)
         extra = list(dict.fromkeys(str(k) for r in records for k in r if k not in wanted))
-    return dict(zip(names, table, strict=True)), extra_warnings(extra)
+    return MatrixColumns(names, table), extra_warnings(extra)
 
 
 def _numeric_columnar(

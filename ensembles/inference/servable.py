@@ -30,7 +30,7 @@ from sklearn.compose import ColumnTransformer
 from sklearn.pipeline import Pipeline
 
 from ensembles.errors import Problem
-from ensembles.inference.cells import input_error
+from ensembles.inference.cells import MatrixColumns, input_error
 from ensembles.inference.compiling import rebuild
 from ensembles.inference.engines import SKLEARN, Answer, Engine, SklearnEngine
 from ensembles.inference.result import Prediction, PredictOptions
@@ -238,6 +238,8 @@ def stack_columns(rows: Rows, columns: tuple[str, ...]) -> NDArray[np.float64]:
     if isinstance(rows, pd.DataFrame):
         frame = rows if tuple(rows.columns) == columns else rows[list(columns)]
         return frame.to_numpy(dtype=np.float64)
+    if type(rows) is MatrixColumns and rows.matrix is not None and rows.names == columns:
+        return np.array(rows.matrix, dtype=np.float64, order="C")  # these very columns
     parts = [rows[c] for c in columns]
     if parts and np.size(parts[0]) <= _COPIED_ROWS:  # one C copy beats proving a view
         flat = np.concatenate(parts, dtype=np.float64, casting="unsafe")  # as asarray

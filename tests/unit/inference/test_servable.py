@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import pickle
 from functools import cache
 from typing import Any
 
@@ -252,6 +253,37 @@ def test_a_few_rows_are_copied_into_one_c_ordered_matrix(n_rows: int) -> None:
     expected = np.column_stack([np.asarray(columns[c], dtype=np.float64) for c in names])
     np.testing.assert_array_equal(stacked, expected, strict=True)
     assert stacked.flags.c_contiguous
+
+
+@pytest.mark.parametrize("n_rows", [1, 3, 16, 17, 40])
+def test_records_checked_into_one_table_are_stacked_as_one_copy(
+    monkeypatch: pytest.MonkeyPatch, n_rows: int
+) -> None:
+    """Records are read into one table: a model taking exactly those columns copies it,
+    without concatenating the columns again, to the bits the stacking gave; any change to
+    the checked columns, or another column order, stacks them as before."""
+    model = fitted("random_forest")
+    servable = prepare(model.pipeline, model.signature, None)
+    X = sample(n=n_rows)
+    names = tuple(X.columns)
+    checked, _ = check_rows(model.signature, X.to_dict(orient="records"))
+    assert servable.passthrough == names
+    expected = np.column_stack([np.asarray(checked[c], dtype=np.float64) for c in names])
+    joined: list[int] = []
+    concatenate, column_stack = np.concatenate, np.column_stack
+    monkeypatch.setattr(np, "concatenate", lambda *a, **k: joined.append(1) or concatenate(*a, **k))
+    monkeypatch.setattr(np, "column_stack", lambda *a: joined.append(1) or column_stack(*a))
+    stacked = servable.transform(checked)
+    assert joined == []
+    np.testing.assert_array_equal(stacked, expected, strict=True)
+    assert stacked.flags.c_contiguous and stacked.flags.writeable
+    assert not any(np.shares_memory(stacked, checked[c]) for c in names)
+    np.testing.assert_array_equal(stack_columns(checked, names[::-1]), expected[:, ::-1])
+    assert joined == [1]
+    changed = np.full(n_rows, 7.0)
+    checked[names[0]] = changed  # the table no longer holds these columns
+    np.testing.assert_array_equal(servable.transform(checked)[:, 0], changed)
+    assert pickle.loads(pickle.dumps(checked)).keys() == checked.keys()
 
 
 @pytest.mark.parametrize(
