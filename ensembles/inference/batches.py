@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from ensembles.inference.cells import Columns
+from ensembles.inference.cells import Columns, MatrixColumns
 from ensembles.inference.compiled import CompiledModel
 from ensembles.inference.result import Prediction, PredictOptions
 from ensembles.inference.servable import Servable
@@ -53,10 +53,30 @@ def batch_key(columns: Columns, options: PredictOptions) -> Hashable:
 
 
 def concat_columns(parts: Sequence[Columns]) -> Columns:
-    """The rows of ``parts``, one after the other (parts of one :func:`batch_key`)."""
+    """The rows of ``parts``, one after the other (parts of one :func:`batch_key`): the
+    tables of records read into one table each (:class:`MatrixColumns`) joined in one
+    call, which a model taking those columns copies as it is (a column at a time, a
+    batch of one-row requests of 30 columns took 30 concatenations, then a stacking)."""
     if len(parts) == 1:
         return parts[0]
+    tables = _tables(parts)
+    if tables is not None:
+        return MatrixColumns(tables[0], np.concatenate(tables[1]))
     return {name: np.concatenate([part[name] for part in parts]) for name in parts[0]}
+
+
+def _tables(parts: Sequence[Columns]) -> tuple[tuple[str, ...], list[Any]] | None:
+    """The names and the tables of ``parts`` when each is a whole table of those names."""
+    first = parts[0]
+    names = first.names if type(first) is MatrixColumns else None
+    if names is None:
+        return None
+    tables = []
+    for part in parts:
+        if type(part) is not MatrixColumns or part.matrix is None or part.names != names:
+            return None
+        tables.append(part.matrix)
+    return names, tables
 
 
 def split_prediction(prediction: Prediction, sizes: Sequence[int]) -> list[Prediction]:

@@ -225,3 +225,28 @@ def test_concatenated_columns_keep_their_order_and_dtypes() -> None:
     assert joined["c"].tolist() == ["a", "b", None]
     assert row_count(joined) == 3
     assert pd.Series(joined["c"]).isna().sum() == 1
+
+
+def test_tables_of_records_are_joined_in_one_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Requests' records read into one table each are joined table by table (one
+    concatenation for the batch, not one per column), to the columns joined one by one;
+    a part whose columns were changed is joined column by column again."""
+    parts = [request_columns("forest", rows) for rows in ([0], [5, 9], [100])]
+    names = list(parts[0])
+    expected = {n: np.concatenate([p[n] for p in parts]) for n in names}
+    calls: list[int] = []
+    concatenate = np.concatenate
+    monkeypatch.setattr(np, "concatenate", lambda *a, **k: calls.append(1) or concatenate(*a, **k))
+    joined = concat_columns(parts)
+    assert calls == [1]
+    assert list(joined) == names and row_count(joined) == 4
+    for name in names:
+        np.testing.assert_array_equal(joined[name], expected[name], strict=True)
+    server = servable("forest")
+    options = PredictOptions(return_proba=True)
+    whole = server.predict(joined, options)
+    assert_same(whole, server.predict(expected, options))
+    parts[1][names[0]] = parts[1][names[0]] + 0.0  # no longer its table's column
+    calls.clear()
+    concat_columns(parts)
+    assert len(calls) == len(names)
