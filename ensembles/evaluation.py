@@ -140,7 +140,8 @@ def _score_each(fit: Fit, rows: Rows, random_state: int, notes: list[str]) -> Sc
         if member_note and kind.members != "none":  # "none": members never score alone
             notes.append(member_note)
         staged = None if shared is None else shared.staged
-        curve = _curve(kind, ensemble, oob_curve, Xbt, yb, task, basis, notes, staged)
+        codes = None if shared is None else shared.staged_codes
+        curve = _curve(kind, ensemble, oob_curve, Xbt, yb, task, basis, notes, staged, codes)
         extra: dict[str, Any] = {}
         if task == "regression":
             predicted = np.asarray(pipeline.predict(Xb)) if final is None else final
@@ -159,6 +160,7 @@ class _SharedPass:
     staged: list[Any]
     final: NDArray[np.float64]
     train_final: NDArray[np.float64] | None
+    staged_codes: list[NDArray[Any]] | None = None  # FitAnswers.staged_codes
 
 
 def _shared_pass(fit: Fit, rows: Rows) -> _SharedPass | None:
@@ -178,9 +180,12 @@ def _shared_pass(fit: Fit, rows: Rows) -> _SharedPass | None:
     Xbt = _scored_rows(fit, rows)
     marks = metrics.checkpoints(stages.count(fit.ensemble))
     if kept is not None and _kept_on_these_rows(fit, rows, Xbt, marks, kept):
-        staged = stages.predict(fit.ensemble, Xbt, marks) if kept.staged is None else kept.staged
+        if kept.staged is None:
+            staged, codes = stages.predict(fit.ensemble, Xbt, marks), None
+        else:
+            staged, codes = kept.staged, kept.staged_codes
         final = kept.train if kept.held is None else kept.held
-        return _SharedPass(Xbt, staged, final, kept.train)
+        return _SharedPass(Xbt, staged, final, kept.train, codes)
     if stages.answers is None:
         return None
     answers = stages.answers(fit.ensemble, Xbt, marks)
@@ -436,15 +441,17 @@ def _curve(
     basis: str,
     notes: list[str],
     staged: list[Any] | None = None,
+    staged_codes: list[NDArray[Any]] | None = None,
 ) -> dict[str, Any] | None:
     """OOB curve for the bagging family, forests and pasting_votes, staged scores for
     boosting (an own algorithm's other curves are in ``metrics.curves``; ``staged``: the
-    staged answers at the checkpoints, already answered)."""
+    staged answers at the checkpoints, already answered; ``staged_codes``: their class
+    codes, when known)."""
     metric = metrics.primary_metric(task)
     if kind.curve == "oob" and oob_curve:
         return {"basis": "oob", "metric": metric, "points": oob_curve}
     points = (
-        metrics.staged_curve(ensemble, Xbt, yb, task, kind.stages, staged)
+        metrics.staged_curve(ensemble, Xbt, yb, task, kind.stages, staged, staged_codes)
         if kind.curve == "stages"
         else []
     )

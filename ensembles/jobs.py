@@ -25,6 +25,7 @@ from sklearn.base import BaseEstimator
 
 from ensembles.catalog import Kind, Task, kind_of
 from ensembles.data import TrainingData, read_table, select_training_data
+from ensembles.engine_verdict import EngineVerdict
 from ensembles.errors import (
     ConflictError,
     EnsembleError,
@@ -32,7 +33,6 @@ from ensembles.errors import (
     StorageError,
     TrainingCancelledError,
 )
-from ensembles.inference import inference_verdict
 from ensembles.parallel import MemberPool
 from ensembles.registry import Registry, job_problem
 from ensembles.registry.documents import JobDocument, VersionMetadata
@@ -128,6 +128,8 @@ def train_and_publish(
         registry, document.dataset.id, document.target, document.features, document.task
     )
     progress = _Progress(registry, job_id)
+    # Compiled and checked beside the measuring, calibrated after it: see engine_verdict.
+    verdict = EngineVerdict(data.task, document.random_state, pool.task_threads, cancel)
     fitted = train(
         data,
         document.ensemble,
@@ -136,13 +138,12 @@ def train_and_publish(
         on_progress=progress,
         cancel=cancel,
         pool=pool,
+        on_fitted=verdict.start,
     )
     if cancel.is_set():
         raise TrainingCancelledError("training was cancelled")
     progress(0, 1, "compiling")
-    inference = inference_verdict(
-        fitted.pipeline, data.task, fitted.train_rows, document.random_state, pool.task_threads
-    )
+    inference = verdict.result()
     metadata = version_metadata(job_id, document, data, fitted, inference)
     registry.publish_version(job_id, fitted.pipeline, metadata.to_json())
 
@@ -272,7 +273,8 @@ def version_metadata(
     inference: dict[str, Any],
 ) -> VersionMetadata:
     """The version document the API serves (the registry adds sha256 and size);
-    ``inference`` is the engine verdict (``ensembles.inference.inference_verdict``).
+    ``inference`` is the engine verdict (``ensembles.inference.inference_verdict``, as
+    :mod:`ensembles.engine_verdict` works it out).
 
     Numpy scalars become Python numbers, and NaN or infinities None, before it is typed.
     """

@@ -18,9 +18,11 @@ for bit repeatable.
 Measuring the fitted model is :mod:`ensembles.evaluation`; its importances
 :mod:`ensembles.importances`.
 
-Training does not compile: which engine serves the model is decided afterwards
+Training does not compile: which engine serves the model is decided by the job
 (:func:`ensembles.inference.inference_verdict`), on the rows training used
-(``FittedModel.train_rows``).
+(``FittedModel.train_rows``); a job starts it beside the measuring through ``on_fitted``
+(:mod:`ensembles.engine_verdict`), and train() waits for it before it changes the
+pipeline (the threads it is stored with).
 
 What the data or the spec makes impossible is a :class:`TrainingError` with a path into
 the request: the hold-out split and the folds (:mod:`ensembles.splits`, which the service
@@ -33,6 +35,7 @@ from __future__ import annotations
 
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,6 +75,13 @@ from ensembles.training_run import CancelToken as CancelToken
 from ensembles.training_run import ProgressCallback as ProgressCallback
 from ensembles.training_run import Run
 
+# Work on the fitted model that needs no figure (the service's engine verdict), started
+# as soon as the pipeline is fitted, with it and its training rows, to run beside the
+# measuring; what it returns is called once the figures are measured, before train()
+# changes the pipeline (its threads): it must return only when the work no longer reads
+# the pipeline, or raise (TrainingCancelledError when cancelled while waiting).
+OnFitted = Callable[[Pipeline, pd.DataFrame], Callable[[], None]]
+
 
 @dataclass
 class FittedModel:
@@ -97,9 +107,11 @@ def train(
     on_progress: ProgressCallback | None = None,
     cancel: CancelToken | None = None,
     pool: MemberPool | None = None,
+    on_fitted: OnFitted | None = None,
 ) -> FittedModel:
     """Split, fit, measure.  ``spec`` must come from ``validation.resolve_ensemble``;
-    members are fitted on ``pool`` (default: a thread per CPU of this process)."""
+    members are fitted on ``pool`` (default: a thread per CPU of this process);
+    ``on_fitted``: work beside the measuring (see :data:`OnFitted`)."""
     run = Run(on_progress, cancel, pool or MemberPool.local())
     started = time.perf_counter()
     notes: list[str] = []
@@ -107,6 +119,7 @@ def train(
     _check_evaluation(evaluation, rows, data.task)
     run.check()
     fit = _fit(data, spec, rows, random_state, run, notes)
+    beside = None if on_fitted is None else on_fitted(fit.pipeline, rows.X_train)
     run.report(0, 1, "evaluating")
     with run.predicting():
         scores = score_fit(fit, rows, random_state, notes)
@@ -121,6 +134,8 @@ def train(
     with run.predicting():
         science["explanations"] = _explanations(fit, rows, scores, notes)
     timings["explanations_s"] = round(time.perf_counter() - explained_at, 3)
+    if beside is not None:  # it reads the fitted estimator, which the next lines change
+        beside()
     if fit.kind.threads_param is not None:  # measured with the job's threads; stored with one
         fit.ensemble.set_params(**{fit.kind.threads_param: 1})
     return FittedModel(

@@ -11,9 +11,11 @@ is a tree model GTIL takes.  GTIL was chosen by measurement over ONNX Runtime, w
 float32 leaves break the 1e-9 rule.  Figures: docs/performance.md.
 
 Training does not compile: the worker runs train, then :func:`inference_verdict` on the
-training rows, then publishes.  The stored artifact stays the plain scikit-learn Pipeline:
-at load time :func:`rebuild` re-creates the engine from it in tens of milliseconds,
-trusting the recorded verdict after a quick check on synthetic rows.
+training rows, then publishes (a job compiles and checks beside train's measuring, and
+calibrates after it: :mod:`ensembles.engine_verdict`, with :func:`calibrated`).  The
+stored artifact stays the plain scikit-learn Pipeline: at load time :func:`rebuild`
+re-creates the engine from it in tens of milliseconds, trusting the recorded verdict
+after a quick check on synthetic rows.
 """
 
 from __future__ import annotations
@@ -42,9 +44,11 @@ from ensembles.tasks import Task
 __all__ = [
     "DEFAULT_MAX_ROWS",
     "Compiled",
+    "calibrated",
     "compile_model",
     "inference_verdict",
     "rebuild",
+    "verdict_of",
 ]
 
 DEFAULT_MAX_ROWS = 64  # when not calibrated: below every crossover the benchmark measured
@@ -80,7 +84,30 @@ def inference_verdict(
     ``reason`` when scikit-learn does), the check's figures and each member's engine;
     ``threads``: the job's, for the compiled side of the check."""
     _, report = compile_model(pipeline, task, X_train, random_state, threads=threads)
+    return verdict_of(report)
+
+
+def verdict_of(report: FidelityReport) -> dict[str, Any]:
+    """The version's ``inference`` metadata from the (calibrated) report."""
     return {**report.as_dict(), "engine": report.engine or SKLEARN}
+
+
+def calibrated(
+    compiled: Compiled | None, report: FidelityReport, X_check: pd.DataFrame
+) -> tuple[Compiled | None, FidelityReport]:
+    """``compile_model(..., calibrate=False)``'s answer calibrated as ``calibrate=True``
+    gives it (a refused model as it is): the crossover measured on this model, its time
+    counted in ``check_seconds``.  Apart so that a job checks the model beside its
+    measuring and times the engines once nothing else runs (:mod:`ensembles.engine_verdict`)."""
+    if compiled is None or not report.ok:
+        return compiled, report
+    started = time.perf_counter()
+    max_rows = _calibrate(compiled, X_check)
+    seconds = report.check_seconds + time.perf_counter() - started
+    return (
+        replace(compiled, max_rows=max_rows),
+        replace(report, crossover_rows=max_rows, check_seconds=seconds),
+    )
 
 
 def compile_model(
@@ -180,9 +207,7 @@ def _checked(
     reason, max_diff = _check(checking, rows)
     if reason is not None:
         return None, _refused(reason, started, compile_seconds, max_diff, len(rows), members)
-    max_rows = _calibrate(compiled, X_check) if calibrate else DEFAULT_MAX_ROWS
-    compiled = replace(compiled, max_rows=max_rows)
-    return compiled, FidelityReport(
+    report = FidelityReport(
         ok=True,
         engine=ENGINE,
         reason=None,
@@ -190,10 +215,11 @@ def _checked(
         n_rows_checked=len(rows),
         compile_seconds=compile_seconds,
         check_seconds=time.perf_counter() - started - compile_seconds,
-        crossover_rows=max_rows,
+        crossover_rows=DEFAULT_MAX_ROWS,
         versions=_versions(),
         members=tuple(members),
     )
+    return calibrated(compiled, report, X_check) if calibrate else (compiled, report)
 
 
 def rebuild(

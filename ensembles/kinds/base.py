@@ -77,6 +77,9 @@ class FitAnswers:
     held: NDArray[np.float64] | None
     staged: list[Any] | None
     marks: list[int]
+    # ``staged``'s class codes (each label's position in ``classes_``), when read from
+    # codes: the curve counts its hits on them rather than comparing labels (objects).
+    staged_codes: list[NDArray[Any]] | None = None
 
 
 class OwnEnsemble(BaseEstimator):  # type: ignore[misc]

@@ -111,33 +111,39 @@ class ScoreWatch:
         if train is None or (self._held is not None and held is None):
             return None
         Xb = np.ascontiguousarray(X if self.keep.held is None else self.keep.held)
-        staged = self._staged(estimator, Xb)
+        staged, staged_codes = self._staged(estimator, Xb)
         if not _agrees(estimator, np.ascontiguousarray(X), train):
             return None
         if held is not None and not _agrees(estimator, Xb, held):
             return None
         if staged is not None and not _staged_agree(estimator, Xb, marks, staged):
             return None
-        return FitAnswers(train=train, held=held, staged=staged, marks=list(marks))
+        return FitAnswers(
+            train=train, held=held, staged=staged, marks=list(marks), staged_codes=staged_codes
+        )
 
-    def _staged(self, estimator: Any, Xb: NDArray[Any]) -> list[Any] | None:
-        """``predict_at``'s labels at the marks: the codes read, the rows near a tie
-        answered by ``predict_at`` (None: regression, or the rounding bound too wide)."""
+    def _staged(
+        self, estimator: Any, Xb: NDArray[Any]
+    ) -> tuple[list[Any] | None, list[NDArray[Any]] | None]:
+        """``predict_at``'s labels at the marks, and their class codes: the codes read,
+        the rows near a tie answered by ``predict_at`` (None: regression, or the rounding
+        bound too wide)."""
         from ensembles.kinds.lightgbm_kind import predict_at
 
-        codes = self._codes
-        if not self.classifier or any(c is None for c in codes):
-            return None
+        read = self._codes
+        if not self.classifier or any(c is None for c in read):
+            return None, None
         if _tie_margin(estimator, self.keep.marks[-1]) > NEAR:
-            return None
+            return None, None
         classes = np.asarray(estimator.classes_)
-        staged = [classes.take(c) for c in codes if c is not None]
+        codes = [c.copy() for c in read if c is not None]
         near = np.unique(np.concatenate(self._near)) if self._near else np.empty(0, np.intp)
         if len(near):
+            position = {label: j for j, label in enumerate(classes.tolist())}
             exact_labels = predict_at(estimator, Xb[near], self.keep.marks)
-            for labels, exact in zip(staged, exact_labels, strict=True):
-                labels[near] = exact
-        return staged
+            for at, exact in zip(codes, exact_labels, strict=True):
+                at[near] = [position[label] for label in np.asarray(exact).tolist()]
+        return [classes.take(c) for c in codes], codes
 
 
 def _add_valid(booster: Any, held: NDArray[Any]) -> Any:

@@ -1,0 +1,108 @@
+"""A training job's engine verdict, worked out beside the measuring.
+
+The verdict (:func:`ensembles.inference.inference_verdict`: compile the fitted model,
+check it against scikit-learn on the training rows and probes, calibrate the crossover)
+needs the fitted pipeline and its training rows only, none of the figures.  Run after
+``train()`` it was ~2 s of a 500-round LightGBM job's ~15 s, on the critical path.  So
+the job hands :meth:`EngineVerdict.start` to ``train()`` as its ``on_fitted``: compiling
+and checking run on a thread of their own while the figures are measured (treelite's
+import, GTIL, LightGBM's and scikit-learn's predictions and numpy's arithmetic release
+the GIL, so the two share the cores), and ``train()`` waits for them before it gives
+the estimator back its stored threads.  The calibration times the engines: it runs
+after ``train()``, with nothing beside it and the estimator as it is served (one thread),
+as it always did.
+
+The verdict is the one the job made in turn (the same compiled engine, the same check on
+the same rows in the same order, the same decision); only its seconds differ.  A failure
+in it is raised where the verdict was computed before (after ``train()``'s own errors);
+a cancel while waiting for it ends the job at once: the thread is left to finish on its
+own (a daemon: a worker process exits without it).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import pandas as pd
+from sklearn.pipeline import Pipeline
+
+from ensembles.errors import TrainingCancelledError
+from ensembles.inference.compiling import Compiled, calibrated, compile_model, verdict_of
+from ensembles.inference.fidelity import FidelityReport
+from ensembles.tasks import Task
+from ensembles.training_run import CancelToken
+
+__all__ = ["CANCEL_POLL_S", "EngineVerdict"]
+
+CANCEL_POLL_S = 0.1  # how often a wait for the check reads the cancel token
+
+
+class EngineVerdict:
+    """One job's verdict: :meth:`start` (``train()``'s ``on_fitted``) checks on a thread,
+    :meth:`result` calibrates and gives the version's ``inference`` metadata.
+
+    ``on_checked`` (tests): called on the check's thread once it is done."""
+
+    def __init__(
+        self,
+        task: Task,
+        random_state: int,
+        threads: int,
+        cancel: CancelToken | None = None,
+        on_checked: Callable[[], None] | None = None,
+    ) -> None:
+        self.task, self.random_state, self.threads = task, random_state, threads
+        self.cancel, self.on_checked = cancel, on_checked
+        self._done = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._X_train: pd.DataFrame | None = None
+        self._checked: tuple[Compiled | None, FidelityReport] | None = None
+        self._error: BaseException | None = None
+
+    def start(self, pipeline: Pipeline, X_train: pd.DataFrame) -> Callable[[], None]:
+        """Compile and check ``pipeline`` on a thread; answers the wait for it."""
+        self._X_train = X_train
+        self._thread = threading.Thread(
+            target=self._check, args=(pipeline, X_train), name="engine-verdict", daemon=True
+        )
+        self._thread.start()
+        return self.wait
+
+    def _check(self, pipeline: Pipeline, X_train: pd.DataFrame) -> None:
+        try:
+            self._checked = compile_model(
+                pipeline,
+                self.task,
+                X_train,
+                self.random_state,
+                calibrate=False,
+                threads=self.threads,
+            )
+        except BaseException as exc:  # raised by result(), in the job's thread
+            self._error = exc
+        finally:
+            self._done.set()
+            if self.on_checked is not None:
+                self.on_checked()
+
+    def wait(self) -> None:
+        """Return once the check is done (it no longer reads the pipeline), reading the
+        cancel token every CANCEL_POLL_S: TrainingCancelledError when it is set."""
+        if self._thread is None:
+            raise RuntimeError("the verdict was never started")
+        while not self._done.wait(CANCEL_POLL_S):
+            if self.cancel is not None and self.cancel.is_set():
+                raise TrainingCancelledError("training was cancelled")
+
+    def result(self) -> dict[str, Any]:
+        """The version's ``inference`` metadata, calibrated now (call it once ``train()``
+        has returned: the estimator is then as it is served); what the check raised, if
+        it did."""
+        self.wait()
+        if self._error is not None:
+            raise self._error
+        assert self._checked is not None and self._X_train is not None
+        compiled, report = self._checked
+        return verdict_of(calibrated(compiled, report, self._X_train)[1])

@@ -1,0 +1,131 @@
+"""The engine verdict beside the measuring (ensembles.engine_verdict): the same figures,
+the same verdict and the same artifact as the verdict made after ``train()``; ``train()``
+waits for it before it stores the estimator's threads; a cancel ends the wait."""
+
+from __future__ import annotations
+
+import io
+import threading
+from typing import Any
+
+import joblib
+import pandas as pd
+import pytest
+from sklearn.pipeline import Pipeline
+
+from ensembles.engine_verdict import EngineVerdict
+from ensembles.errors import TrainingCancelledError
+from ensembles.inference import ENGINE, inference_verdict
+from ensembles.parallel import MemberPool
+from ensembles.specs import EvaluationSpec, parse_estimator_spec
+from ensembles.training import FittedModel, train
+from ensembles.validation import resolve_ensemble
+from tests.unit.datasets import training_data
+
+RS = 3
+HOLDOUT = EvaluationSpec(holdout_fraction=0.2, cv_folds=0)
+PLAN_FOR = "ensembles.inference.compiling.plan_for"  # the check's first step
+TIMED = ("compile_seconds", "check_seconds", "crossover_rows")
+KINDS: list[tuple[str, dict[str, Any]]] = [
+    ("breast_cancer", {"kind": "random_forest", "params": {"n_estimators": 12}}),
+    ("wine", {"kind": "lightgbm", "params": {"n_estimators": 30}}),
+    ("diabetes", {"kind": "xgboost", "params": {"n_estimators": 20}}),
+    (
+        "iris",
+        {
+            "kind": "voting",
+            "params": {"voting": "soft"},
+            "estimators": [
+                {"name": "rf", "kind": "random_forest", "params": {"n_estimators": 5}},
+                {"name": "nb", "kind": "gaussian_nb"},
+            ],
+        },
+    ),
+]
+
+
+def _train(dataset: str, raw: dict[str, Any], **kw: Any) -> FittedModel:
+    data = training_data(dataset)
+    spec = resolve_ensemble(parse_estimator_spec(raw), data.task)
+    return train(data, spec, HOLDOUT, RS, pool=MemberPool.local(2), **kw)
+
+
+def _artifact(pipeline: Pipeline) -> bytes:
+    out = io.BytesIO()
+    joblib.dump(pipeline, out)
+    return out.getvalue()
+
+
+@pytest.mark.parametrize(("dataset", "raw"), KINDS, ids=[str(raw["kind"]) for _, raw in KINDS])
+def test_the_verdict_beside_is_the_verdict_after(dataset: str, raw: dict[str, Any]) -> None:
+    task = training_data(dataset).task
+    after = _train(dataset, raw)
+    verdict_after = inference_verdict(after.pipeline, task, after.train_rows, RS, 2)
+    beside = EngineVerdict(task, RS, 2)
+    fitted = _train(dataset, raw, on_fitted=beside.start)
+    verdict = beside.result()
+    assert fitted.metrics.model_dump() == after.metrics.model_dump()
+    assert fitted.feature_importances == after.feature_importances
+    assert _artifact(fitted.pipeline) == _artifact(after.pipeline)
+    assert {k: v for k, v in verdict.items() if k not in TIMED} == {
+        k: v for k, v in verdict_after.items() if k not in TIMED
+    }
+    assert verdict["engine"] == ENGINE
+
+
+def test_train_waits_for_the_work_beside_before_it_stores_one_thread() -> None:
+    """The check reads the estimator: train() waits for it after the figures, and only
+    then gives LightGBM the one thread it is stored with."""
+    stages: list[str] = []
+    seen: list[tuple[str, Any]] = []
+
+    def on_fitted(pipeline: Pipeline, X: pd.DataFrame) -> Any:
+        seen.append(("started", pipeline[-1].n_jobs))
+        return lambda: seen.append(("waited", (pipeline[-1].n_jobs, stages[-1])))
+
+    fitted = _train(
+        "wine",
+        {"kind": "lightgbm", "params": {"n_estimators": 10}},
+        on_fitted=on_fitted,
+        on_progress=lambda _d, _t, stage: stages.append(stage),
+    )
+    assert seen == [("started", 2), ("waited", (2, "measuring"))]
+    assert stages.index("evaluating") > stages.index("fitting")
+    assert fitted.pipeline[-1].n_jobs == 1
+
+
+def test_a_cancel_ends_the_wait_for_a_check_that_does_not_end(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    fitted = _train("iris", {"kind": "random_forest", "params": {"n_estimators": 4}})
+    cancel, release = threading.Event(), threading.Event()
+
+    def blocked(estimator: Any, task: Any) -> str:
+        cancel.set()
+        release.wait(20)
+        return "refused by the test"
+
+    monkeypatch.setattr(PLAN_FOR, blocked)
+    verdict = EngineVerdict("classification", RS, 1, cancel)
+    try:
+        wait = verdict.start(fitted.pipeline, fitted.train_rows)
+        with pytest.raises(TrainingCancelledError):
+            wait()
+        assert not release.is_set()
+    finally:
+        release.set()
+    cancel.clear()  # released, the check ends with its refusal
+    assert verdict.result()["reason"] == "refused by the test"
+
+
+def test_what_the_check_raises_is_raised_by_the_result(monkeypatch: pytest.MonkeyPatch) -> None:
+    fitted = _train("iris", {"kind": "random_forest", "params": {"n_estimators": 4}})
+
+    def broken(estimator: Any, task: Any) -> str:
+        raise RuntimeError("broken by the test")
+
+    monkeypatch.setattr(PLAN_FOR, broken)
+    verdict = EngineVerdict("classification", RS, 1)
+    verdict.start(fitted.pipeline, fitted.train_rows)()  # the wait itself does not raise
+    with pytest.raises(RuntimeError, match="broken by the test"):
+        verdict.result()
