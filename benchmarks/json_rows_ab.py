@@ -33,7 +33,6 @@ import argparse
 import contextlib
 import io
 import os
-import signal
 import socket
 import statistics
 import subprocess
@@ -84,24 +83,10 @@ def tree_service(
         )
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 90
-        while True:
-            if process.poll() is not None:
-                raise RuntimeError(f"{tree}: the service exited:\n{log_path.read_text()[-3000:]}")
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
-                    break
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"{tree}: not ready:\n{log_path.read_text()[-3000:]}")
-            time.sleep(0.1)
+        sb.until_ready(process, base, log_path, timeout_s=90)
         yield base, process.pid
     finally:
-        process.send_signal(signal.SIGINT)
-        try:
-            process.wait(timeout=40)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        sb.stop(process)
 
 
 def check(clients: dict[str, httpx.Client], path: str, pipeline: object, work: sb.Workload) -> None:

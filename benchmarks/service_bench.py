@@ -235,25 +235,38 @@ def service(folder: Path, workers: int, **settings: str) -> Iterator[str]:
         process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=log)
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            if process.poll() is not None:
-                raise RuntimeError(f"the service exited:\n{log_path.read_text()[-3000:]}")
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
-                    break
-            if time.monotonic() > deadline:
-                tail = log_path.read_text()[-3000:]
-                raise RuntimeError(f"the service did not get ready:\n{tail}")
-            time.sleep(0.1)
+        until_ready(process, base, log_path)
         yield base
     finally:
-        process.send_signal(signal.SIGINT)
-        try:
-            process.wait(timeout=40)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop(process)
+
+
+def until_ready(
+    process: subprocess.Popen[bytes], base: str, log_path: Path, timeout_s: float = 60
+) -> None:
+    """Return once ``base``/readyz answers 200; RuntimeError with the log's tail if the
+    process exits or ``timeout_s`` passes first."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if process.poll() is not None:
+            raise RuntimeError(f"the service exited:\n{log_path.read_text()[-3000:]}")
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
+                return
+        if time.monotonic() > deadline:
+            tail = log_path.read_text()[-3000:]
+            raise RuntimeError(f"the service did not get ready:\n{tail}")
+        time.sleep(0.1)
+
+
+def stop(process: subprocess.Popen[bytes]) -> None:
+    """SIGINT (a graceful shutdown), then SIGKILL after 40 s."""
+    process.send_signal(signal.SIGINT)
+    try:
+        process.wait(timeout=40)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 # --------------------------------------------------------------------------- data, training

@@ -19,11 +19,9 @@ import argparse
 import contextlib
 import json
 import os
-import signal
 import statistics
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -57,20 +55,10 @@ def served(tree: Path, data: Path, log: Path) -> Iterator[tuple[str, int]]:
         )
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            if process.poll() is not None:
-                raise RuntimeError(f"{tree}: the service exited (see {log})")
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
-                    break
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"{tree}: the service did not get ready (see {log})")
-            time.sleep(0.1)
+        sb.until_ready(process, base, log)
         yield base, process.pid
     finally:
-        process.send_signal(signal.SIGINT)
-        process.wait(timeout=40)
+        sb.stop(process)
 
 
 def trained(tree: Path, folder: Path, ref: sb.Reference, dataset: sb.Dataset) -> int:
