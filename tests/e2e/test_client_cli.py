@@ -157,12 +157,20 @@ def test_ctrl_c_without_a_terminal_cancels_the_job(server: Server, tmp_path: Pat
     with Client(server.url) as client:
         client.datasets.upload(digits, name="sigint")
     env = {**os.environ, "ENSEMBLE_URL": server.url}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "ensemble_client", "train", "sigint", "-d", "sigint", "-t",
-         "target", "-k", "random_forest", "-p", "n_estimators=5000", "--wait"],
-        cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+    # A child inherits its parent's signal mask. In a full run the CLI once trained for
+    # 103 s, its Ctrl-C never delivered (exit status 0, no cancel reached the server), as
+    # if an earlier test in this worker had left SIGINT blocked: a shell starts a command
+    # with it unblocked.
+    blocked = signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    try:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "ensemble_client", "train", "sigint", "-d", "sigint", "-t",
+             "target", "-k", "random_forest", "-p", "n_estimators=5000", "--wait"],
+            cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
     with Client(server.url) as client:
         deadline = time.monotonic() + 120
         while not client.jobs.list(model="sigint") and time.monotonic() < deadline:
@@ -170,7 +178,7 @@ def test_ctrl_c_without_a_terminal_cancels_the_job(server: Server, tmp_path: Pat
         process.send_signal(signal.SIGINT)
         _, stderr = process.communicate(timeout=120)
         job = client.jobs.list(model="sigint")[0]
-    assert process.returncode == 130, stderr
+    assert process.returncode == 130, (stderr, f"blocked in the test process: {blocked}")
     assert job.status == "cancelled"
     assert f"cancelled job {job.id}; no version was made" in stderr
 
