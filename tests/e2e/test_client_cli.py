@@ -157,10 +157,12 @@ def test_ctrl_c_without_a_terminal_cancels_the_job(server: Server, tmp_path: Pat
     with Client(server.url) as client:
         client.datasets.upload(digits, name="sigint")
     env = {**os.environ, "ENSEMBLE_URL": server.url}
-    # A child inherits its parent's signal mask. In a full run the CLI once trained for
-    # 103 s, its Ctrl-C never delivered (exit status 0, no cancel reached the server), as
-    # if an earlier test in this worker had left SIGINT blocked: a shell starts a command
-    # with it unblocked.
+    # A child keeps its parent's signal mask, and an ignored signal stays ignored across
+    # exec (Python then installs no KeyboardInterrupt). In a full run the CLI once trained
+    # for 103 s, its Ctrl-C never delivered (exit status 0, no cancel reached the server),
+    # as if an earlier test in this worker had left SIGINT blocked or ignored: a shell
+    # starts a command with it neither.
+    handler = signal.signal(signal.SIGINT, signal.default_int_handler)
     blocked = signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     try:
         process = subprocess.Popen(
@@ -171,6 +173,7 @@ def test_ctrl_c_without_a_terminal_cancels_the_job(server: Server, tmp_path: Pat
         )  # fmt: skip
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        signal.signal(signal.SIGINT, handler)
     with Client(server.url) as client:
         deadline = time.monotonic() + 120
         while not client.jobs.list(model="sigint") and time.monotonic() < deadline:
@@ -178,7 +181,7 @@ def test_ctrl_c_without_a_terminal_cancels_the_job(server: Server, tmp_path: Pat
         process.send_signal(signal.SIGINT)
         _, stderr = process.communicate(timeout=120)
         job = client.jobs.list(model="sigint")[0]
-    assert process.returncode == 130, (stderr, f"blocked in the test process: {blocked}")
+    assert process.returncode == 130, (stderr, f"the test process's SIGINT: {handler}, {blocked}")
     assert job.status == "cancelled"
     assert f"cancelled job {job.id}; no version was made" in stderr
 
