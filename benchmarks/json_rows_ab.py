@@ -41,6 +41,7 @@ import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import httpx
 import joblib
@@ -53,6 +54,19 @@ from loadgen import LoadGenerator, find_wrk
 from serving_cpu_ab import cpu_seconds
 
 HERE = Path(__file__).resolve().parent.parent
+
+
+def trained(
+    client: httpx.Client, ref: sb.Reference, data: sb.Dataset
+) -> tuple[str, dict[str, Any], Any]:
+    """Upload ``data`` and train ``ref`` once: (the version's path, the version, its
+    fitted pipeline from the artifact)."""
+    data.dataset_id = sb.upload(client, ref.dataset, data.frame)
+    _, version = sb.train_once(client, ref, data.dataset_id)
+    path = f"/v1/models/{ref.model}/versions/{version['version']}"
+    artifact = client.get(f"{path}/artifact")
+    artifact.raise_for_status()
+    return path, version, joblib.load(io.BytesIO(artifact.content))
 
 
 @contextlib.contextmanager
@@ -239,12 +253,7 @@ def main() -> None:
         folder = Path(tmp)
         old_base, old_pid = stack.enter_context(tree_service(trees["old"], folder, "old.log"))
         client = stack.enter_context(httpx.Client(base_url=old_base, timeout=120))
-        data.dataset_id = sb.upload(client, ref.dataset, data.frame)
-        _, version = sb.train_once(client, ref, data.dataset_id)
-        path = f"/v1/models/{ref.model}/versions/{version['version']}"
-        artifact = client.get(f"{path}/artifact")
-        artifact.raise_for_status()
-        pipeline = joblib.load(io.BytesIO(artifact.content))
+        path, version, pipeline = trained(client, ref, data)
         engine = (version.get("inference") or {}).get("engine")
         new_env = dict(item.split("=", 1) for item in args.new_env)
         new_base, new_pid = stack.enter_context(

@@ -29,7 +29,6 @@ import argparse
 import contextlib
 import functools
 import inspect
-import io
 import json
 import os
 import statistics
@@ -140,7 +139,6 @@ def main() -> None:
         return
     sys.path.insert(0, str(HERE))
     import httpx
-    import joblib
     import json_rows_ab as ab
     import numpy as np
     import service_bench as sb
@@ -163,12 +161,7 @@ def main() -> None:
             ab.tree_service(tree, folder, "train.log") as (base, _),
             httpx.Client(base_url=base, timeout=120) as client,
         ):
-            data.dataset_id = sb.upload(client, ref.dataset, data.frame)
-            _, version = sb.train_once(client, ref, data.dataset_id)
-            path = f"/v1/models/{ref.model}/versions/{version['version']}"
-            artifact = client.get(f"{path}/artifact")
-            artifact.raise_for_status()
-            pipeline = joblib.load(io.BytesIO(artifact.content))
+            path, _, pipeline = ab.trained(client, ref, data)
         work = sb.workloads(data, True, np.random.default_rng(sb.SEED))["rows_10000"]
         with profiled_service(tree, folder, out) as (base, pid):
             url = f"{base}{path}/predict"

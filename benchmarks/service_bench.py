@@ -259,11 +259,11 @@ def until_ready(
         time.sleep(0.1)
 
 
-def stop(process: subprocess.Popen[bytes]) -> None:
-    """SIGINT (a graceful shutdown), then SIGKILL after 40 s."""
+def stop(process: subprocess.Popen[bytes], timeout_s: float = 40) -> None:
+    """SIGINT (a graceful shutdown), then SIGKILL after ``timeout_s``."""
     process.send_signal(signal.SIGINT)
     try:
-        process.wait(timeout=40)
+        process.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
@@ -681,12 +681,7 @@ def floor_service(target: str) -> Iterator[str]:
             time.sleep(0.1)
         yield url
     finally:
-        process.send_signal(signal.SIGINT)
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop(process, timeout_s=20)
 
 
 def measure_http_floors(
