@@ -19,6 +19,7 @@ import pytest
 from starlette.middleware.errors import ServerErrorMiddleware
 from starlette.types import Receive, Scope, Send
 
+from app import fast_predict
 from app.edge import HeadersMiddleware
 from app.fast_predict import FastPredictMiddleware
 from app.front import Front, ServiceApp
@@ -166,3 +167,35 @@ async def test_an_unexpected_error_is_handled_as_the_stack_handles_it(
     unhandled = "unhandled error in POST /v1/models/iris/versions/1/predict"
     assert errors == [unhandled] * (2 if after_start else 1)
 
+
+class _CountedPattern:
+    """A compiled pattern whose ``fullmatch`` calls are counted."""
+
+    def __init__(self, pattern: re.Pattern[str]) -> None:
+        self.pattern = pattern
+        self.calls = 0
+
+    def fullmatch(self, text: str) -> re.Match[str] | None:
+        self.calls += 1
+        return self.pattern.fullmatch(text)
+
+
+async def test_a_path_is_read_once_and_answers_as_the_first_time(
+    folder: Path,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The fast path matches a path it has seen (and its name and reference) once; a
+    path the route refuses is refused by the route each time, with the same answer."""
+    counted = _CountedPattern(fast_predict._PATH)
+    monkeypatch.setattr(fast_predict, "_PATH", counted)
+    bad = Case("bad name", "-iris/versions/1/predict", {"instances": ONE})
+    async for app, api in started(make_settings(folder)):
+        good = [await ONE_ROW.send(api.client) for _ in range(4)]
+        refused = [await bad.send(api.client) for _ in range(2)]
+        assert isinstance(app, ServiceApp) and app.front is not None
+        assert app.front.fast.answered == 4
+    assert [r.status_code for r in good] == [200] * 4
+    assert len({r.content for r in good}) == 1
+    assert [r.status_code for r in refused] == [422] * 2
+    assert refused[0].json()["errors"] == refused[1].json()["errors"]
+    assert counted.calls == 2  # one for each path
