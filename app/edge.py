@@ -99,16 +99,22 @@ class HeadersMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-
-        async def sending(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                _secure(scope, message)
-            await send(message)
-
-        await self.app(scope, receive, sending)
+        await self.app(scope, receive, secured(scope, send))
 
 
-def _secure(scope: Scope, message: Message) -> None:
+def secured(scope: Scope, send: Send) -> Send:
+    """``send`` with the answer's headers made safe (see :class:`HeadersMiddleware`)."""
+
+    async def sending(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            secure(scope, message)
+        await send(message)
+
+    return sending
+
+
+def secure(scope: Scope, message: Message) -> None:
+    """The headers of ``message`` (an ``http.response.start``) made safe, in place."""
     # One pass over the raw headers, as this runs for every answer (Starlette's
     # MutableHeaders cost ~10 us a response, 1.5% of a one-row prediction).
     headers: list[tuple[bytes, bytes]] = list(message.get("headers", ()))

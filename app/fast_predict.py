@@ -4,7 +4,9 @@ JSON body, answered without FastAPI's routing, request object and dependency res
 Those cost a one-row prediction more than the prediction itself (figures:
 docs/performance.md). This middleware sits inside :class:`app.middleware.RequestMiddleware`
 and :class:`app.edge.HeadersMiddleware`, so the request id, metrics, access log and
-security headers are theirs as for any request, and serves only what it can answer
+security headers are theirs as for any request (when those are the app's outermost
+layers, :mod:`app.front` calls the three directly, skipping FastAPI's and Starlette's
+own), and serves only what it can answer
 exactly as the FastAPI route does (:func:`app.routes.predictions.predict`): the same
 path patterns, the same ``read`` check of the API key, the same service call
 (:func:`app.services.predictions.predict_version`), the same response and background
@@ -22,7 +24,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Awaitable, Callable
-from typing import Final, NamedTuple
+from typing import Any, Final, NamedTuple
 
 from fastapi.routing import APIRoute
 from starlette.background import BackgroundTask
@@ -48,8 +50,8 @@ _REF: Final = re.compile(VERSION_REF)
 _WANTED: Final = frozenset(
     {b"content-type", b"content-length", b"authorization", b"x-routing-key", b"transfer-encoding"}
 )
-_QUERIES_KEPT: Final = 64  # query strings whose options are kept
-_QUERY_KEPT_BYTES: Final = 256  # longer ones are read each time
+_KEPT: Final = 64  # query strings, paths and media types whose reading is kept
+_KEPT_LENGTH: Final = 256  # longer ones are read each time
 Handler = Callable[[Request, Exception], Awaitable[Response]]
 
 
@@ -73,37 +75,45 @@ class FastPredictMiddleware:
         self.max_body = min(INLINE_MAX_BYTES, max_bytes)
         self.answered = 0  # requests this path answered itself (the tests read it)
         self._queries: dict[bytes, PredictOptionsIn | None] = {}  # see _query_options
+        self._routes: dict[str, tuple[str, str] | None] = {}  # see _route
+        self._media: dict[bytes, tuple[bool, TableFormat | None]] = {}  # see _media_of
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        params = self._served(scope)
+        params = self.served(scope)
         if params is None:
             await self.app(scope, receive, send)
             return
+        await self.serve(scope, receive, send, params)
+
+    async def serve(self, scope: Scope, receive: Receive, send: Send, params: Served) -> None:
+        """The answer to a request :meth:`served` took: the route's, or, when the body is
+        not the small one announced, the next layer's (the body read replayed)."""
         messages, body = await _read_body(receive, params.size)
         if body is None:
             await self.app(scope, _replay(messages, receive), send)
             return
         await self._predict(scope, receive, send, params, body)
 
-    def _served(self, scope: Scope) -> Served | None:
-        """What the route would read, when this path serves the request."""
+    def served(self, scope: Scope) -> Served | None:
+        """What the route would read, when this path serves the request (``scope["app"]``
+        set, as Starlette sets it before any middleware runs)."""
         if scope["type"] != "http" or scope["method"] != "POST":
             return None
-        found = _PATH.fullmatch(scope["path"])
+        path = scope["path"]
+        found = self._routes[path] if path in self._routes else self._route(path)
         if found is None or scope.get("root_path") or b"%" in (scope.get("raw_path") or b"%"):
             return None
-        name, ref = found.groups()
-        if _NAME.fullmatch(name) is None or _REF.fullmatch(ref) is None:
-            return None
+        name, ref = found
         headers = _first_headers(scope)
         length = headers.get(b"content-length", b"")
         if b"transfer-encoding" in headers or not length.isdigit():
             return None
         size = int(length)
-        media = headers.get(b"content-type", b"").decode("latin-1").split(";")[0].strip().lower()
-        fmt = TABLE_MEDIA_TYPES.get(media)
-        if size > self.max_body or (fmt is None and not is_json(media)):
+        typed = headers.get(b"content-type", b"")
+        media = self._media[typed] if typed in self._media else self._media_of(typed)
+        if size > self.max_body or not media[0]:
             return None
+        fmt = media[1]
         services: Services | None = getattr(scope["app"].state, "services", None)
         if services is None or not read_allowed(
             services.settings, _text(headers.get(b"authorization"))
@@ -117,21 +127,40 @@ class FastPredictMiddleware:
         key = _text(headers.get(b"x-routing-key"))
         return Served(name, ref, key, size, fmt, options, services)
 
+    def _route(self, path: str) -> tuple[str, str] | None:
+        """The name and reference of a path the route takes (None: another path, or one
+        the route refuses), worked out once per path: the three regular expressions
+        cost each one-row request about 2 us (a client sends the same few paths)."""
+        found = _PATH.fullmatch(path)
+        route = None
+        if found is not None:
+            name, ref = found.groups()
+            if _NAME.fullmatch(name) is not None and _REF.fullmatch(ref) is not None:
+                route = (name, ref)
+        _keep(self._routes, path, route)
+        return route
+
+    def _media_of(self, content_type: bytes) -> tuple[bool, TableFormat | None]:
+        """Whether a body of this ``Content-Type`` is taken, and as which table format
+        (None: JSON), worked out once per header value, as :meth:`_route`."""
+        media = content_type.decode("latin-1").split(";")[0].strip().lower()
+        fmt = TABLE_MEDIA_TYPES.get(media)
+        taken = (fmt is not None or is_json(media), fmt)
+        _keep(self._media, content_type, taken)
+        return taken
+
     def _query_options(self, query: bytes) -> PredictOptionsIn | None:
         """The options of a query string, read by the route's own function once per
         string: clients send the same few (``?return_proba=true``), and parsing the query
         and validating its options cost a one-row Arrow request about 15 us each time.
-        Only accepted strings are kept, short ones, at most ``_QUERIES_KEPT`` (then
+        Only accepted strings are kept, short ones, at most ``_KEPT`` (then
         forgotten at once); the options are never modified after they are made, so
         requests share them.
         """
         if query in self._queries:
             return self._queries[query]
         options = predictions.query_options(QueryParams(query))  # None: no parameters ("&")
-        if len(query) <= _QUERY_KEPT_BYTES:
-            if len(self._queries) >= _QUERIES_KEPT:
-                self._queries.clear()
-            self._queries[query] = options
+        _keep(self._queries, query, options)
         return options
 
     async def _predict(
@@ -184,6 +213,16 @@ def _predict_route() -> APIRoute:
 
 
 ROUTE: Final = _predict_route()
+
+
+def _keep(kept: dict[Any, Any], key: str | bytes, value: object) -> None:
+    """``kept[key] = value`` for a short key, at most ``_KEPT`` of them (then forgotten
+    at once): what a client sends again and again is read once, and nobody can make the
+    service keep much. The values are never modified once made, so requests share them."""
+    if len(key) <= _KEPT_LENGTH:
+        if len(kept) >= _KEPT:
+            kept.clear()
+        kept[key] = value
 
 
 def _first_headers(scope: Scope) -> dict[bytes, bytes]:

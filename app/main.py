@@ -32,6 +32,7 @@ from app.deps import require_unless
 from app.docs import add_doc_pages
 from app.edge import HeadersMiddleware, PathMiddleware
 from app.fast_predict import FastPredictMiddleware
+from app.front import ServiceApp
 from app.jobs.executors import JobExecutor, ProcessExecutor
 from app.jobs.runner import JobRunner
 from app.metrics import Metrics
@@ -148,7 +149,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             log.info("shut down")
             exit_zero_after_shutdown()
 
-    application = FastAPI(
+    application = ServiceApp(
         title="Ensemble Service",
         version=app_package.__version__,
         description=DESCRIPTION,
@@ -169,7 +170,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     max_bytes = settings.max_upload_bytes + _MULTIPART_SLACK
     application.add_middleware(BodyLimitMiddleware, max_bytes=max_bytes)
     application.add_middleware(PathMiddleware)
-    if settings.fast_predict:  # small JSON predictions skip FastAPI's routing and deps
+    # Small predictions skip FastAPI's routing and deps, and are answered at the app's
+    # front door while these three layers are its outermost, in this order (app.front).
+    if settings.fast_predict:
         application.add_middleware(FastPredictMiddleware, max_bytes=max_bytes)
     application.add_middleware(RequestMiddleware, metrics=metrics)
     application.add_middleware(HeadersMiddleware)  # outermost: on every answer, a 500 too
