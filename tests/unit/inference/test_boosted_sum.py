@@ -168,3 +168,32 @@ def test_a_refit_model_is_walked_anew() -> None:
     model.set_params(n_estimators=8, learning_rate=0.5).fit(X, 1 - y)
     raw = boosted_raw(model, X)
     assert raw is not None and np.array_equal(raw, own_raw(model, X))
+
+
+def test_while_another_request_s_parts_run_a_request_walks_in_one_call(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Walking outside the GIL costs CPU; it pays only while the pool's threads are idle."""
+    from ensembles.inference import row_parts
+
+    X, y = datasets.load_iris(return_X_y=True)
+    model = GradientBoostingClassifier(n_estimators=10, random_state=0).fit(X, y)
+    Z = rows_around(X)
+    own = model.predict_proba(Z)
+    walk = sklearn_gb.predict_stages
+    calls: list[int] = []
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        return walk(*args, **kwargs)
+
+    monkeypatch.setattr(sklearn_gb, "predict_stages", counted)
+    parts = RowParts(threads=2, min_rows=100)
+    engine = SklearnEngine(model, "classification")
+    split = parts.answer(engine, Z, with_proba=True)
+    assert calls == [] and row_parts._BUSY[0] == 0  # two parts, both walked apart, done
+    monkeypatch.setattr(row_parts, "_BUSY", [1])  # another request's part is running
+    whole = parts.answer(engine, Z, with_proba=True)
+    assert calls == [1]
+    for answer in (split, whole):
+        assert answer.probabilities is not None and np.array_equal(answer.probabilities, own)
