@@ -14,13 +14,19 @@ calling thread's CPU time (``time.thread_time``):
   ``ENSEMBLE_PREDICT_THREADS`` threads; its thread CPU is the calling thread's part), and
   the prediction with the response written (``_write``).
 
+``--scenario rows_10000_arrow`` does the same for ``make bench``'s 10,000-row Arrow IPC
+body (options in the query string): the table read (``read_table_body``) and checked
+(``check_table``), the columns stacked into the model's matrix (``Servable.transform``),
+and for both bodies the engine's answer, parts joined (``RowParts.answer``; the other
+parts' thread CPU is not the calling thread's).
+
 Printed: the median of each over the requests after a warm-up, the server process's CPU
 per request (every thread), the wrk p50, and the floor (the stored Pipeline's
 ``predict_proba`` on the same rows, in this process) for scale.  Stages a tree does not
 have are skipped.  A wrapped function costs ~1 us.  Linux only (/proc); needs wrk.
 
     .venv/bin/python benchmarks/json_stages_served.py [--tree .] [--model bench-xgboost]
-        [--seconds 10]
+        [--seconds 10] [--scenario rows_10000_arrow]
 """
 
 from __future__ import annotations
@@ -51,7 +57,21 @@ STAGES = [
     ("app.services.predictions", "check_rows", "thread: rows checked"),
     ("app.services.predictions", "predict_checked", "thread: prediction"),
     ("app.services.predictions", "_write", "thread: prediction + response"),
+    ("ensembles.inference.row_parts", "RowParts.answer", "thread: engine (parts joined)"),
 ]
+# The same for an Arrow IPC body (``--scenario rows_10000_arrow``).
+TABLE_STAGES = [
+    ("app.middleware", "RequestMiddleware.__call__", "loop: whole request"),
+    ("app.routes.predictions", "read_prediction_body", "loop: body read"),
+    ("app.services.predictions", "_table_response", "thread: whole answer"),
+    ("app.services.predictions", "read_table_body", "thread: table read"),
+    ("app.services.predictions", "check_table", "thread: table checked"),
+    ("app.services.predictions", "predict_checked", "thread: prediction"),
+    ("app.services.predictions", "_write", "thread: prediction + response"),
+    ("ensembles.inference.servable", "Servable.transform", "thread: columns stacked"),
+    ("ensembles.inference.row_parts", "RowParts.answer", "thread: engine (parts joined)"),
+]
+STAGES_ENV = "JSON_STAGES_TABLE"  # set: the table body's stages
 
 
 # --------------------------------------------------------------------- in the server
@@ -102,11 +122,13 @@ def serve() -> None:
             time.sleep(0.5)
             with lock:
                 text = json.dumps(times)
-            out.write_text(text)
+            partial = out.with_suffix(".partial")  # renamed whole: never read half-written
+            partial.write_text(text)
+            partial.replace(out)
 
     threading.Thread(target=write_out, daemon=True, name="stages-out").start()
 
-    for module_name, attribute, label in STAGES:
+    for module_name, attribute, label in TABLE_STAGES if os.environ.get(STAGES_ENV) else STAGES:
         module = importlib.import_module(module_name)
         owner: Any = module
         *path, name = attribute.split(".")
@@ -124,12 +146,13 @@ def serve() -> None:
 
 
 @contextlib.contextmanager
-def profiled_service(tree: Path, folder: Path, out: Path) -> Iterator[tuple[str, int]]:
+def profiled_service(tree: Path, folder: Path, out: Path, table: bool) -> Iterator[tuple[str, int]]:
     """This script's ``serve()`` of ``tree`` on ``folder``'s data: (base URL, pid)."""
     import json_rows_ab as ab
 
     command = [sys.executable, str(Path(__file__).resolve()), "--serve"]
-    with ab.tree_service(tree, folder, "profiled.log", command, {OUT_ENV: str(out)}) as served:
+    env = {OUT_ENV: str(out), **({STAGES_ENV: "1"} if table else {})}
+    with ab.tree_service(tree, folder, "profiled.log", command, env) as served:
         yield served
 
 
@@ -149,7 +172,11 @@ def main() -> None:
     parser.add_argument("--tree", default=str(HERE.parent))
     parser.add_argument("--model", default="bench-xgboost")
     parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument(
+        "--scenario", default="rows_10000", choices=["rows_10000", "rows_10000_arrow"]
+    )
     args = parser.parse_args()
+    table = args.scenario.endswith("_arrow")
     ref = next(r for r in sb.REFERENCES if r.model == args.model)
     wrk, how = find_wrk()
     load = LoadGenerator(wrk)
@@ -162,9 +189,9 @@ def main() -> None:
             httpx.Client(base_url=base, timeout=120) as client,
         ):
             path, _, pipeline = ab.trained(client, ref, data)
-        work = sb.workloads(data, True, np.random.default_rng(sb.SEED))["rows_10000"]
-        with profiled_service(tree, folder, out) as (base, pid):
-            url = f"{base}{path}/predict"
+        work = sb.workloads(data, True, np.random.default_rng(sb.SEED))[args.scenario]
+        with profiled_service(tree, folder, out, table) as (base, pid):
+            url = f"{base}{path}/predict{work.query}"
             load.run(url, work.bodies, 1, 2, work.content_type)  # the model loaded, warm
             time.sleep(1.0)  # the server's timings written
             warm = len(json.loads(out.read_text())["loop: whole request"])
@@ -179,10 +206,11 @@ def main() -> None:
         started = time.perf_counter()
         pipeline.predict_proba(work.frames[i % len(work.frames)])
         floor.append(time.perf_counter() - started)
-    print(f"{args.model}, 10,000 rows as JSON, 1 client ({how}); tree {tree}")
+    body = "an Arrow IPC stream" if table else "JSON"
+    print(f"{args.model}, 10,000 rows as {body}, 1 client ({how}); tree {tree}")
     print(f"load average {os.getloadavg()[0]:.2f}; {run.requests} requests timed\n")
     print("| stage | wall p50 ms | thread CPU p50 ms |\n|---|---:|---:|")
-    for _, _, label in STAGES:
+    for _, _, label in TABLE_STAGES if table else STAGES:
         values = times.get(label, [])[warm:]
         if values:
             wall = statistics.median(w for w, _ in values) * 1e3

@@ -9,7 +9,8 @@ with the host; ``--trees`` runs each tree in a process of its own, in alternatin
     PYTHONPATH=. .venv/bin/python benchmarks/one_row_loop.py --data /tmp/tree-cpu-ab \
         --trees base=/tmp/base,new=. --rounds 5
 
-``--clients N`` hands N requests to the protocol objects (one per connection) in the same
+``--scenario single_1_arrow`` sends ``make bench``'s one-row Arrow IPC body instead of the
+JSON one.  ``--clients N`` hands N requests to the protocol objects (one per connection) in the same
 loop turn, as N clients whose bytes arrived together would (batching sees them as such).
 """
 
@@ -73,7 +74,13 @@ class Transport:
 
 
 async def measure(
-    data: Path, model: str, clients: int, requests: int, batches: int, profile: str = ""
+    data: Path,
+    model: str,
+    clients: int,
+    requests: int,
+    batches: int,
+    profile: str = "",
+    scenario: str = "single_1",
 ) -> None:
     """Print one JSON line: CPU us per request of each batch."""
     import numpy as np
@@ -104,14 +111,15 @@ async def measure(
         protocol.connection_made(transport)  # type: ignore[arg-type]
         connections.append((protocol, transport))
     work = sb.workloads(sb.load_dataset("breast_cancer"), True, np.random.default_rng(sb.SEED))
-    path = f"/v1/models/{model}/versions/{version}/predict"
+    chosen = work[scenario]
+    path = f"/v1/models/{model}/versions/{version}/predict{chosen.query}"
     wires = [
         (
             f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:8000\r\n"
-            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+            f"Content-Type: {chosen.content_type}\r\nContent-Length: {len(body)}\r\n\r\n"
         ).encode()
         + body
-        for body in work["single_1"].bodies
+        for body in chosen.bodies
     ]
 
     async def round_trips(count: int) -> None:
@@ -193,6 +201,9 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=3)
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--profile", default="", help="a pstats sort key: profile instead")
+    parser.add_argument(
+        "--scenario", default="single_1", help="service_bench's one-row body: single_1_arrow"
+    )
     parser.add_argument(ONE, nargs="?")
     args = parser.parse_args()
     data = Path(args.data)
@@ -200,7 +211,15 @@ def main() -> None:
         import uvloop
 
         uvloop.run(
-            measure(data, args.model, args.clients, args.requests, args.batches, args.profile)
+            measure(
+                data,
+                args.model,
+                args.clients,
+                args.requests,
+                args.batches,
+                args.profile,
+                args.scenario,
+            )
         )
         return
     trees = dict(t.split("=", 1) for t in args.trees.split(","))

@@ -26,8 +26,10 @@ from collections.abc import Awaitable
 from typing import NamedTuple
 
 import orjson
+import pyarrow as pa
 from pydantic import ValidationError
 
+from app.arrow_streams import float_rows
 from app.bodies import TableFormat, read_table_body
 from app.json_numbers import read_numeric_columnar
 from app.problems import InvalidRequestError, count_text, validation_problems
@@ -49,6 +51,7 @@ from ensembles.inference import (
     numbers_only,
     prepare,
 )
+from ensembles.inference.small_tables import small_float_matrix
 from ensembles.registry import VersionRecord
 
 INLINE_MAX_BYTES = 8 * 1024  # bodies up to this size may be answered on the event loop
@@ -116,14 +119,26 @@ def _inline_table(
     if not _native_options(options):
         return None
     max_rows = services.settings.max_predict_rows
-    table = read_table_body(body, fmt, max_rows)  # a bad body: 422 or 413 before a 404
+    known = float_rows(body) if fmt == "arrow" else None  # laid out as a stream before
+    if known is not None and max_rows is not None and known.num_rows > max_rows:
+        known = None  # the reader's 413
+    table: pa.Table | None = None
+    if known is None:
+        table = read_table_body(body, fmt, max_rows)  # a bad body: 422 or 413 before a 404
     chosen = target_inline(services, name, ref, key)
     if chosen is None:
         return None
     servable = services.cache.peek(_key(chosen.record))
-    if not isinstance(servable, Servable) or not servable.native_for(table.num_rows):
+    n_rows = known.num_rows if known is not None else table.num_rows if table is not None else 0
+    if not isinstance(servable, Servable) or not servable.native_for(n_rows):
         return None
-    checked = check_table(servable.signature, table, max_rows)
+    checked = None
+    if known is not None:
+        checked = small_float_matrix(servable.signature, known.schema, known.matrix)
+    if table is None and (checked is None or chosen.shadowed):  # the careful way, a shadow
+        table = read_table_body(body, fmt, max_rows)
+    if checked is None:
+        checked = check_table(servable.signature, table, max_rows)
     if services.batcher.enabled:
         return _batched(services, chosen, servable, checked, options, table, query=True)
     try:

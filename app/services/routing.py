@@ -44,6 +44,12 @@ class Target:
     alias: str
     route: AliasRecord | None
 
+    @property
+    def shadowed(self) -> bool:
+        """Does a shadow get this request's rows (:meth:`shadow_of`)?"""
+        route = self.route
+        return route is not None and route.shadow is not None and route.shadow_epoch is not None
+
     def shadow_of(
         self, rows: object, task: str, answered: Sequence[object] | np.ndarray
     ) -> ShadowRequest | None:

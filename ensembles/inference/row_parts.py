@@ -13,6 +13,12 @@ thread (``Engine.rows_apart``: tree ensembles of one thread, GTIL), are split; e
 is the same computation on fewer rows, so every row's bits are those of one call on all
 of them.  Everything else is answered in one call, as before.
 
+An engine may answer a part its own way (``answer_part``: scikit-learn's gradient
+boosting walks its trees outside the GIL, which costs about a third more CPU than the
+library's own walk, :mod:`ensembles.inference.boosted_sum`); such an engine is split only
+while no other request's part is running on the pool, since otherwise the cores are busy
+already and the extra CPU buys nothing.
+
 Small requests never split (``min_rows`` rows per part at least): a thread's handoff costs
 tens of microseconds, and concurrent small requests already use every core.
 """
@@ -22,6 +28,7 @@ from __future__ import annotations
 import itertools
 import os
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -57,13 +64,23 @@ class RowParts:
         parts = self.parts_for(Xt.shape[0])
         if parts == 1 or not engine.rows_apart:
             return engine.answer(Xt, with_proba=with_proba)
+        # An engine may answer parts its own way, which lets them run side by side at a
+        # price in CPU (scikit-learn's gradient boosting: its trees walked outside the
+        # GIL, about a third more CPU): worth it only while the pool's threads are idle;
+        # when another request's parts are running, the cores are busy already.
+        answer = getattr(engine, "answer_part", None)
+        if answer is not None and _BUSY[0] > 0:
+            return engine.answer(Xt, with_proba=with_proba)
+        answer = answer or engine.answer
         bounds = np.linspace(0, Xt.shape[0], parts + 1).astype(np.intp).tolist()
         (lo, hi), *others = itertools.pairwise(bounds)
         pool = _pool(self.threads - 1)
+        with _BUSY_LOCK:
+            _BUSY[0] += len(others)
         futures: list[Future[Answer]] = [
-            pool.submit(engine.answer, Xt[a:b], with_proba=with_proba) for a, b in others
+            pool.submit(_part, answer, Xt[a:b], with_proba) for a, b in others
         ]
-        first = engine.answer(Xt[lo:hi], with_proba=with_proba)
+        first = answer(Xt[lo:hi], with_proba=with_proba)
         return _joined([first, *(f.result() for f in futures)])
 
 
@@ -78,9 +95,30 @@ def _joined(answers: list[Answer]) -> Answer:
     return Answer(predictions, probabilities, answers[0].engine)
 
 
+_BUSY = [0]  # parts submitted to a pool and not done yet (any pool of this process)
+_BUSY_LOCK = threading.Lock()
+
+
+def _part(answer: Callable[..., Answer], Xt: NDArray[Any], with_proba: bool) -> Answer:
+    """One part answered on a pool thread, counted as running until its answer is made."""
+    try:
+        return answer(Xt, with_proba=with_proba)
+    finally:
+        with _BUSY_LOCK:
+            _BUSY[0] -= 1
+
+
 _POOLS: dict[int, ThreadPoolExecutor] = {}
 _POOLS_LOCK = threading.Lock()
-os.register_at_fork(after_in_child=_POOLS.clear)  # a child has none of its parent's threads
+
+
+def _forget_pools() -> None:
+    """A forked child has none of its parent's threads, nor their parts."""
+    _POOLS.clear()
+    _BUSY[0] = 0
+
+
+os.register_at_fork(after_in_child=_forget_pools)
 
 
 def _pool(workers: int) -> ThreadPoolExecutor:

@@ -32,7 +32,7 @@ from ensembles.inference.cells import (
 )
 from ensembles.signature import ModelSignature
 
-__all__ = ["SMALL_ROWS", "index_columns", "small_float_table"]
+__all__ = ["SMALL_ROWS", "index_columns", "small_float_matrix", "small_float_table"]
 
 SMALL_ROWS = 64  # tables up to this many rows may be read as one matrix
 _KEPT = 16  # schemas remembered
@@ -105,10 +105,33 @@ def small_float_table(signature: ModelSignature, table: pa.Table) -> CheckedColu
         matrix = np.asarray(batches[0].to_tensor(row_major=True).to_numpy())
     except (pa.ArrowException, TypeError, ValueError):
         return None  # nulls: the careful way names the rows
+    return _checked(signature, features, matrix)
+
+
+def small_float_matrix(
+    signature: ModelSignature, schema: pa.Schema, matrix: np.ndarray[Any, Any]
+) -> CheckedColumns | None:
+    """What :func:`small_float_table` gives for a table of ``schema`` whose values are
+    ``matrix`` (a row per row, a column per field: an Arrow stream read straight from its
+    bytes, ``app.arrow_streams.float_rows``); None: read the table and check it."""
+    if not 0 < matrix.shape[0] <= SMALL_ROWS:
+        return None
+    features = _features(_layout(schema), signature)
+    if features.columns is None:
+        return None
+    return _checked(signature, features, matrix)
+
+
+def _checked(
+    signature: ModelSignature, features: _Features, matrix: np.ndarray[Any, Any]
+) -> CheckedColumns | None:
     # One pass for both rules: a NaN makes the maximum NaN, which no bound holds.
     if matrix.dtype != np.float64 or not np.abs(matrix).max() <= FLOAT32_LIMIT:
         return None
-    by_column = matrix.T if features.in_order else matrix.T[list(features.columns)]
+    columns_of = features.columns
+    if columns_of is None:  # (callers take this path only when it is not)
+        return None
+    by_column = matrix.T if features.in_order else matrix.T[list(columns_of)]
     columns = dict(zip(signature.feature_names, by_column, strict=True))
     return CheckedColumns(columns, [*features.extra, *unseen_categories(signature, columns)])
 

@@ -74,3 +74,74 @@ def test_a_known_schema_s_stream_over_the_row_limit_is_refused_as_before() -> No
         read_table_body(content, "arrow", 1)
     big = pa.RecordBatch.from_pandas(FRAME)
     assert one_batch_table(_stream(big) + bytes(arrow_streams.MAX_BYTES)) is None
+
+
+# --- streams read straight from their bytes (float_rows) --------------------------------
+
+
+def _floats(values: list[list[float]], names: tuple[str, ...] = ("a", "b", "c")) -> bytes:
+    columns = {n: pa.array([row[j] for row in values], pa.float64()) for j, n in enumerate(names)}
+    return _stream(pa.RecordBatch.from_pydict(columns))
+
+
+def _tensor(content: bytes) -> object:
+    import numpy as np
+
+    batch = _read(content).to_batches()[0]
+    return np.asarray(batch.to_tensor(row_major=True).to_numpy())
+
+
+def test_a_float_stream_laid_out_as_one_read_before_is_read_from_its_bytes() -> None:
+    import numpy as np
+
+    odd = [float("nan"), -0.0, float("inf"), -float("inf"), 5e-324, 1.7976931348623157e308]
+    first = _floats([[0.5, 1.5, 2.5]], ("fa", "fb", "fc"))
+    assert arrow_streams.float_rows(first) is None  # not learnt yet
+    assert one_batch_table(first) is not None  # learnt here
+    rng = np.random.default_rng(0)
+    for i in range(50):
+        row = [float(v) for v in rng.normal(size=3) * 10.0 ** rng.integers(-300, 300, 3)]
+        if i < len(odd):
+            row[i % 3] = odd[i]
+        content = _floats([row], ("fa", "fb", "fc"))
+        rows = arrow_streams.float_rows(content)
+        assert rows is not None and rows.num_rows == 1
+        assert rows.schema.equals(_read(content).schema, check_metadata=True)
+        own = _tensor(content)
+        assert rows.matrix.flags.c_contiguous
+        assert np.array_equal(rows.matrix.view(np.uint64), own.view(np.uint64))  # type: ignore[attr-defined]
+
+
+def test_several_rows_and_other_layouts() -> None:
+    import numpy as np
+
+    names = ("ga", "gb")
+    three = _floats([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]], names)
+    one_batch_table(three)
+    again = _floats([[7.0, 8.0], [9.0, 10.0], [11.0, 12.0]], names)
+    rows = arrow_streams.float_rows(again)
+    assert rows is not None and rows.matrix.tolist() == [[7.0, 8.0], [9.0, 10.0], [11.0, 12.0]]
+    assert np.array_equal(rows.matrix, _tensor(again))  # type: ignore[arg-type]
+    # Another row count, another schema, bytes after the end, a cut body: not this layout.
+    assert arrow_streams.float_rows(_floats([[1.0, 2.0]], names)) is None
+    assert arrow_streams.float_rows(_floats([[1.0, 2.0, 3.0]] * 3, ("ga", "gb", "gc"))) is None
+    tail = again[:-8] + b"\x00" * 7 + b"\x01"
+    assert arrow_streams.float_rows(tail) is None
+    assert arrow_streams.float_rows(again[:-1]) is None
+
+
+@pytest.mark.parametrize(
+    "batch",
+    [
+        pa.RecordBatch.from_pydict({"ha": pa.array([1.5, None]), "hb": pa.array([1.0, 2.0])}),
+        pa.RecordBatch.from_pydict({"ia": pa.array([1, 2], pa.int64())}),
+        pa.RecordBatch.from_pydict({"ja": pa.array([1.0] * 65)}),
+        pa.RecordBatch.from_pydict({"ka": pa.array([1.0], pa.float32())}),
+    ],
+    ids=["nulls", "integers", "65 rows", "float32"],
+)
+def test_other_streams_are_never_read_from_their_bytes(batch: pa.RecordBatch) -> None:
+    content = _stream(batch)
+    for _ in range(2):
+        assert one_batch_table(content) is not None
+        assert arrow_streams.float_rows(content) is None

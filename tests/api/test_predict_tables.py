@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 import pytest_asyncio
 
+from app.services import predictions as services_predictions
 from app.settings import Settings
 from tests.api.conftest import make_settings, started
 from tests.api.support import IRIS_FEATURES, Api, diabetes_frame, forest, iris_frame, locs
@@ -464,3 +465,61 @@ async def test_the_openapi_document_declares_table_bodies_and_query_options(
         "explain",
         "explain_top",
     }
+
+
+async def test_one_row_tables_read_from_their_bytes_answer_as_json(
+    models: Models, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A one-row Arrow body laid out as one read before is read without pyarrow
+    (``app.arrow_streams.float_rows``): the same answers as the rows in JSON, and a row
+    the fast way cannot take (NaN, an extra column) the same problems and warnings."""
+    rows = iris_rows(12)
+    expected = [
+        await as_json(
+            models, "iris-rf", [{str(k): v for k, v in record.items()}], return_proba=True
+        )
+        for record in rows.to_dict("records")
+    ]
+    bodies = [
+        arrow_stream(pa.table({c: rows[c].to_numpy()[i : i + 1] for c in IRIS_FEATURES}))
+        for i in range(len(rows))
+    ]
+    first = await models.post("iris-rf", bodies[0], ARROW, "?return_proba=true")
+    assert first.status_code == 200 and first.json() == expected[0]
+
+    read: list[bool] = []
+    float_rows = services_predictions.float_rows
+
+    def spied(content: bytes) -> Any:
+        rows = float_rows(content)
+        read.append(rows is not None)
+        return rows
+
+    with monkeypatch.context() as patched:
+        patched.setattr(services_predictions, "float_rows", spied)
+        for body, answer in zip(bodies, expected, strict=True):
+            response = await models.post("iris-rf", body, ARROW, "?return_proba=true")
+            assert response.status_code == 200, response.text
+            assert response.json() == answer
+    # Read from their bytes (a request the registry sends to a worker thread reads the
+    # table with pyarrow, as always).
+    assert read and all(read)
+    nan = rows.iloc[:1].copy()
+    nan.loc[0, "petal_width"] = np.nan
+    table = pa.table({c: nan[c].to_numpy() for c in IRIS_FEATURES})
+    response = await models.post("iris-rf", arrow_stream(table), ARROW)
+    assert response.status_code == 422
+    assert response.json()["errors"] == [
+        {"loc": ["instances", 0, "petal_width"], "msg": "expected a finite number, got nan"}
+    ]
+    extra = pa.table({**{c: rows[c].to_numpy()[:1] for c in IRIS_FEATURES}, "note": [1.0]})
+    for _ in range(2):  # learnt, then read from its bytes
+        response = await models.post("iris-rf", arrow_stream(extra), ARROW, "?return_proba=true")
+        assert response.status_code == 200, response.text
+        assert (
+            response.json()["warnings"]
+            == (
+                await models.post("iris-rf", parquet_file(extra), PARQUET, "?return_proba=true")
+            ).json()["warnings"]
+            != []
+        )
