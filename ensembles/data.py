@@ -207,10 +207,30 @@ def finish_table(columns: Mapping[str, pd.Series]) -> Table:
     if len(frame) == 0:
         raise DataError("empty table", [Problem(("table",), "the table has no rows")])
     summaries = tuple(
-        ColumnSummary(str(name), _dtype_of(s), int(s.isna().sum()), int(s.nunique(dropna=True)))
+        ColumnSummary(str(name), _dtype_of(s), int(s.isna().sum()), distinct_count(s))
         for name, s in frame.items()
     )
     return Table(frame, summaries)
+
+
+_SORTED_COUNT = (np.dtype(np.float64), np.dtype(np.int64))
+
+
+def distinct_count(s: pd.Series) -> int:
+    """``s.nunique(dropna=True)``: the distinct values less missing ones.  A column of
+    float64 or int64 numbers is counted by sorting them (NaN left out; 0.0 and -0.0 one
+    value, as pandas counts them): pandas hashes every value, 17 ms for 200,000 floats
+    against 2.3 ms sorted, and a training job's read counts every column of its table
+    (0.3-0.4 s of CPU before a 200,000-row fit could start)."""
+    if s.dtype not in _SORTED_COUNT:
+        return int(s.nunique(dropna=True))
+    values = s.to_numpy()
+    if s.dtype.kind == "f":
+        values = values[~np.isnan(values)]
+    if not len(values):
+        return 0
+    ordered = np.sort(values)
+    return int(np.count_nonzero(ordered[1:] != ordered[:-1])) + 1
 
 
 # --------------------------------------------------------------------------- frames

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -157,7 +158,7 @@ class _SharedPass:
     training rows' final answers when known (None: the model answers them)."""
 
     Xbt: NDArray[Any]
-    staged: list[Any]
+    staged: Sequence[Any]
     final: NDArray[np.float64]
     train_final: NDArray[np.float64] | None
     staged_codes: list[NDArray[Any]] | None = None  # FitAnswers.staged_codes
@@ -180,6 +181,7 @@ def _shared_pass(fit: Fit, rows: Rows) -> _SharedPass | None:
     Xbt = _scored_rows(fit, rows)
     marks = metrics.checkpoints(stages.count(fit.ensemble))
     if kept is not None and _kept_on_these_rows(fit, rows, Xbt, marks, kept):
+        staged: Sequence[Any]
         if kept.staged is None:
             staged, codes = stages.predict(fit.ensemble, Xbt, marks), None
         else:
@@ -414,8 +416,11 @@ def _evaluate(
     if final is not None:
         if task != "classification":
             return metrics.score(task, y, final, None, classes)
-        pred = ensemble.classes_.take(np.argmax(final, axis=1), axis=0)
-        return metrics.score(task, y, np.asarray(pred), final, classes)
+        index = np.argmax(final, axis=1)
+        pred = ensemble.classes_.take(index, axis=0)
+        # ``classes`` are ``classes_`` (unique): a label's code is its index, not hashed.
+        codes = index if list(ensemble.classes_) == list(classes) else None
+        return metrics.score(task, y, np.asarray(pred), final, classes, predicted_codes=codes)
     proba = (
         pipeline.predict_proba(X)
         if task == "classification" and hasattr(pipeline, "predict_proba")
@@ -440,7 +445,7 @@ def _curve(
     task: Task,
     basis: str,
     notes: list[str],
-    staged: list[Any] | None = None,
+    staged: Sequence[Any] | None = None,
     staged_codes: list[NDArray[Any]] | None = None,
 ) -> dict[str, Any] | None:
     """OOB curve for the bagging family, forests and pasting_votes, staged scores for

@@ -75,7 +75,7 @@ class FitAnswers:
 
     train: NDArray[np.float64]
     held: NDArray[np.float64] | None
-    staged: list[Any] | None
+    staged: Sequence[Any] | None
     marks: list[int]
     # ``staged``'s class codes (each label's position in ``classes_``), when read from
     # codes: the curve counts its hits on them rather than comparing labels (objects).
