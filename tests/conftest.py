@@ -7,8 +7,9 @@ The test processes run OpenMP as the service does, idle threads sleeping: import
 (why: app/__init__.py). The unit tests never imported it, so their LightGBM, XGBoost and
 histogram-boosting fits ran with spinning threads: with two xdist workers (and their
 servers) on two cores, each waiting thread burnt the core another worker needed.
-``tests/unit/test_lightgbm_scores.py`` alone: 117.5 s of CPU (user+sys) with spinning
-threads, 20.0 s sleeping; ``tests/unit/test_kinds.py`` 55.7 -> 34.2 s (one process, busy host).
+The LightGBM files and ``test_kinds.py`` under ``-n 2``: 193 s of CPU (user+sys) with
+spinning threads, 106 s sleeping (wall 157 -> 99 s); ``test_lightgbm_scores.py`` alone on a
+busy host 117.5 -> 20.0 s.
 """
 
 from __future__ import annotations
