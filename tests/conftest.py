@@ -1,6 +1,16 @@
 """Fixtures every test folder may use: a real PostgreSQL server (:mod:`tests.postgres`),
 the S3 API server (:mod:`tests.s3server`) and the backends replicas share
-(:mod:`tests.replicas`)."""
+(:mod:`tests.replicas`).
+
+The test processes run OpenMP as the service does, idle threads sleeping: importing
+:mod:`app` first sets ``OMP_WAIT_POLICY=PASSIVE`` before anything loads an OpenMP runtime
+(why: app/__init__.py). The unit tests never imported it, so their LightGBM, XGBoost and
+histogram-boosting fits ran with spinning threads: with two xdist workers (and their
+servers) on two cores, each waiting thread burnt the core another worker needed.
+The LightGBM files and ``test_kinds.py`` under ``-n 2``: 193 s of CPU (user+sys) with
+spinning threads, 106 s sleeping (wall 157 -> 99 s); ``test_lightgbm_scores.py`` alone on a
+busy host 117.5 -> 20.0 s.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +21,7 @@ from pathlib import Path
 import pytest
 from threadpoolctl import threadpool_limits
 
+import app  # noqa: F401  (first: sets OMP_WAIT_POLICY before an OpenMP runtime loads)
 from ensembles.registry.stores import StoreConfig
 from tests.postgres import PostgresServer, PostgresUnavailableError
 from tests.replicas import SharedBackends
