@@ -18,7 +18,6 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -26,33 +25,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 async def measure(data: Path, model: str, clients: int, block: int, blocks: int) -> None:
     import numpy as np
     import service_bench as sb
-    import uvicorn
-    from one_row_loop import Transport
-    from uvicorn.lifespan.on import LifespanOn
-    from uvicorn.server import ServerState
+    from one_row_loop import connected
 
     from app.front import ServiceApp
     from app.main import create_app
-    from app.server.http_protocol import OneWriteHTTPProtocol
     from app.settings import Settings
 
     version = json.loads((data / f"{model}.json").read_text())["version"]
     app = create_app(Settings(data_dir=data / "data"))
     if not isinstance(app, ServiceApp):
         raise SystemExit("this tree has no front door")
-    config = uvicorn.Config(app, log_config=None, lifespan="on")
-    config.load()
-    lifespan = LifespanOn(config)
-    await lifespan.startup()
-    state = ServerState()
-    state.default_headers = [(b"date", b"Sun, 29 Nov 2026 07:00:00 GMT"), *config.encoded_headers]
-    loop = asyncio.get_running_loop()
-    connections: list[tuple[Any, Transport]] = []
-    for _ in range(clients):
-        protocol = OneWriteHTTPProtocol(config, state, lifespan.state, loop)
-        transport = Transport()
-        protocol.connection_made(transport)  # type: ignore[arg-type]
-        connections.append((protocol, transport))
+    lifespan, connections = await connected(app, clients)
     work = sb.workloads(sb.load_dataset("breast_cancer"), True, np.random.default_rng(sb.SEED))
     path = f"/v1/models/{model}/versions/{version}/predict"
     wires = [

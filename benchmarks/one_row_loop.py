@@ -73,6 +73,31 @@ class Transport:
         return 0
 
 
+async def connected(app: Any, clients: int) -> tuple[Any, list[tuple[Any, Transport]]]:
+    """``app`` started (its lifespan, to be shut down by the caller) and ``clients``
+    connections of the service's HTTP protocol on stand-in transports."""
+    import uvicorn
+    from uvicorn.lifespan.on import LifespanOn
+    from uvicorn.server import ServerState
+
+    from app.server.http_protocol import OneWriteHTTPProtocol
+
+    config = uvicorn.Config(app, log_config=None, lifespan="on")
+    config.load()
+    lifespan = LifespanOn(config)
+    await lifespan.startup()
+    state = ServerState()
+    state.default_headers = [(b"date", b"Sun, 29 Nov 2026 07:00:00 GMT"), *config.encoded_headers]
+    loop = asyncio.get_running_loop()
+    connections: list[tuple[Any, Transport]] = []
+    for _ in range(clients):
+        protocol = OneWriteHTTPProtocol(config, state, lifespan.state, loop)
+        transport = Transport()
+        protocol.connection_made(transport)  # type: ignore[arg-type]
+        connections.append((protocol, transport))
+    return lifespan, connections
+
+
 async def measure(
     data: Path,
     model: str,
@@ -84,32 +109,15 @@ async def measure(
 ) -> None:
     """Print one JSON line: CPU us per request of each batch."""
     import numpy as np
-    import uvicorn
-    from uvicorn.lifespan.on import LifespanOn
-    from uvicorn.server import ServerState
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import service_bench as sb
 
     from app.main import create_app
-    from app.server.http_protocol import OneWriteHTTPProtocol
     from app.settings import Settings
 
     version = json.loads((data / f"{model}.json").read_text())["version"]
-    settings = Settings(data_dir=data / "data")
-    config = uvicorn.Config(create_app(settings), log_config=None, lifespan="on")
-    config.load()
-    lifespan = LifespanOn(config)
-    await lifespan.startup()
-    state = ServerState()
-    state.default_headers = [(b"date", b"Sun, 29 Nov 2026 07:00:00 GMT"), *config.encoded_headers]
-    loop = asyncio.get_running_loop()
-    connections = []
-    for _ in range(clients):
-        protocol = OneWriteHTTPProtocol(config, state, lifespan.state, loop)
-        transport = Transport()
-        protocol.connection_made(transport)  # type: ignore[arg-type]
-        connections.append((protocol, transport))
+    lifespan, connections = await connected(create_app(Settings(data_dir=data / "data")), clients)
     work = sb.workloads(sb.load_dataset("breast_cancer"), True, np.random.default_rng(sb.SEED))
     chosen = work[scenario]
     path = f"/v1/models/{model}/versions/{version}/predict{chosen.query}"
