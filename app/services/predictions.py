@@ -125,11 +125,13 @@ def _inline_table(
     table: pa.Table | None = None
     if known is None:
         table = read_table_body(body, fmt, max_rows)  # a bad body: 422 or 413 before a 404
+        n_rows = table.num_rows
+    else:
+        n_rows = known.num_rows
     chosen = target_inline(services, name, ref, key)
     if chosen is None:
         return None
     servable = services.cache.peek(_key(chosen.record))
-    n_rows = known.num_rows if known is not None else table.num_rows if table is not None else 0
     if not isinstance(servable, Servable) or not servable.native_for(n_rows):
         return None
     checked = None

@@ -59,6 +59,19 @@ def refuse_predict_stages(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sklearn_gb, "predict_stages", refused)
 
 
+def count_predict_stages(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """A list that grows by one at each call of scikit-learn's own walk."""
+    walk = sklearn_gb.predict_stages
+    calls: list[int] = []
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        return walk(*args, **kwargs)
+
+    monkeypatch.setattr(sklearn_gb, "predict_stages", counted)
+    return calls
+
+
 @pytest.mark.parametrize("case", CLASSIFIERS)
 def test_a_classifier_s_parts_are_the_library_s_bits(
     case: str, monkeypatch: pytest.MonkeyPatch
@@ -121,14 +134,7 @@ def test_a_request_in_one_call_keeps_the_library_s_walk(monkeypatch: pytest.Monk
     """The compiled engines' fidelity check compares them with this very answer."""
     X, y = datasets.load_breast_cancer(return_X_y=True)
     model = GradientBoostingClassifier(n_estimators=5, random_state=0).fit(X, y)
-    walk = sklearn_gb.predict_stages
-    calls: list[int] = []
-
-    def counted(*args: Any, **kwargs: Any) -> Any:
-        calls.append(1)
-        return walk(*args, **kwargs)
-
-    monkeypatch.setattr(sklearn_gb, "predict_stages", counted)
+    calls = count_predict_stages(monkeypatch)
     SklearnEngine(model, "classification").answer(X, with_proba=True)
     RowParts(threads=2, min_rows=10 * len(X)).answer(  # too small to split
         SklearnEngine(model, "classification"), X, with_proba=True
@@ -180,14 +186,7 @@ def test_while_another_request_s_parts_run_a_request_walks_in_one_call(
     model = GradientBoostingClassifier(n_estimators=10, random_state=0).fit(X, y)
     Z = rows_around(X)
     own = model.predict_proba(Z)
-    walk = sklearn_gb.predict_stages
-    calls: list[int] = []
-
-    def counted(*args: Any, **kwargs: Any) -> Any:
-        calls.append(1)
-        return walk(*args, **kwargs)
-
-    monkeypatch.setattr(sklearn_gb, "predict_stages", counted)
+    calls = count_predict_stages(monkeypatch)
     parts = RowParts(threads=2, min_rows=100)
     engine = SklearnEngine(model, "classification")
     split = parts.answer(engine, Z, with_proba=True)
