@@ -4,16 +4,28 @@ of two worker processes (one thread each) on 127.0.0.1, started and stopped here
 The same job states, progress, cancel, timeout and "a dying worker fails that job only"
 as local training, and the same model: a version trained on the cluster answers exactly
 as one trained by local worker processes, with the same OOB score.
+
+Dask's nanny sets its workers' variables (``distributed.nanny.pre-spawn-environ``:
+``OMP_NUM_THREADS=1``, ``MALLOC_TRIM_THRESHOLD_``, ...) in *this* process's environment
+before it starts each worker, and leaves them there. Every process the test process
+started afterwards inherited them: a training fork server started after this file ran
+its jobs with OpenMP capped at one thread, so a later test's engine check on two threads
+failed ("nthread cannot exceed 1 (configured by OpenMP)") and the version was served by
+scikit-learn (in a full run, tests/api/test_inference.py and test_observability.py failed
+only when they came after this file). The environment is put back as it was after each
+cluster starts and after each test (a nanny restarting a killed worker sets it again).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import dask
 import numpy as np
 import pytest
 from distributed import Client, LocalCluster
@@ -27,21 +39,42 @@ from tests.api.support import Api, forest, iris_frame, records
 from tests.network import free_port
 
 SLOW = 4000  # trees: many seconds on iris, so there is time to act mid-fit
+ENVIRONMENT = dict(os.environ)  # this process's, before any cluster started
+
+
+@contextlib.contextmanager
+def _environment_kept() -> Iterator[None]:
+    """Put this process's environment back as it was when the block began (see the
+    module's documentation: Dask's nanny leaves its workers' variables in it)."""
+    before = dict(os.environ)
+    try:
+        yield
+    finally:
+        if dict(os.environ) != before:
+            os.environ.clear()
+            os.environ.update(before)
+
+
+@pytest.fixture(autouse=True)
+def _each_test_keeps_the_environment() -> Iterator[None]:
+    with _environment_kept():
+        yield
 
 
 def _cluster(workers: int) -> LocalCluster:
-    return LocalCluster(
-        n_workers=workers,
-        threads_per_worker=1,
-        processes=True,
-        host="127.0.0.1",
-        dashboard_address=None,
-    )
+    with _environment_kept():
+        return LocalCluster(
+            n_workers=workers,
+            threads_per_worker=1,
+            processes=True,
+            host="127.0.0.1",
+            dashboard_address=None,
+        )
 
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[LocalCluster]:
-    with _cluster(2) as running:
+    with _cluster(2) as running, _environment_kept():
         yield running
 
 
@@ -74,6 +107,16 @@ async def _running_with_progress(api: Api, job_id: str) -> dict[str, Any]:
             return job
         await asyncio.sleep(0.05)
     raise AssertionError("the job made no progress")
+
+
+def test_a_running_cluster_leaves_this_processs_environment_as_it_was(
+    cluster: LocalCluster,
+) -> None:
+    """What the nanny sets for its workers stays theirs: not in the variables the test
+    process (and every process it starts later, a training fork server) has."""
+    names = sorted(dask.config.get("distributed.nanny.pre-spawn-environ"))
+    assert len(cluster.workers) == 2 and "OMP_NUM_THREADS" in names
+    assert {n: os.environ.get(n) for n in names} == {n: ENVIRONMENT.get(n) for n in names}
 
 
 # ------------------------------------------------------------------- the same model
