@@ -131,8 +131,10 @@ def _inline_table(
     chosen = target_inline(services, name, ref, key)
     if chosen is None:
         return None
-    servable = services.cache.peek(_key(chosen.record))
-    if not isinstance(servable, Servable) or not servable.native_for(n_rows):
+    servable = services.cache.peek(
+        _key(chosen.record), lambda value: isinstance(value, Servable) and value.native_for(n_rows)
+    )
+    if not isinstance(servable, Servable):
         return None
     checked = None
     if known is not None:
@@ -180,7 +182,7 @@ def _takes_more_than_numbers(services: Services, name: str, ref: str, key: str |
     """Is the version the request names in memory, and does its model take strings or
     booleans?  False when that needs the registry or a load (the body is read first)."""
     chosen = target_inline(services, name, ref, key)
-    servable = None if chosen is None else services.cache.peek(_key(chosen.record))
+    servable = None if chosen is None else services.cache.peek(_key(chosen.record), hit=False)
     return isinstance(servable, Servable) and not numbers_only(servable.signature)
 
 
@@ -244,12 +246,15 @@ def _inline_response(
     chosen = target_inline(services, name, ref, key)
     if chosen is None:
         return None
-    servable = services.cache.peek(_key(chosen.record))
-    if not isinstance(servable, Servable):
-        return None
     instances = request.instances
     rows = instances.get("data") if isinstance(instances, dict) else instances
-    if not isinstance(rows, list) or not servable.native_for(len(rows)):
+    if not isinstance(rows, list):
+        return None
+    n_rows = len(rows)
+    servable = services.cache.peek(
+        _key(chosen.record), lambda value: isinstance(value, Servable) and value.native_for(n_rows)
+    )
+    if not isinstance(servable, Servable):
         return None
     if services.batcher.enabled:
         max_rows = services.settings.max_predict_rows

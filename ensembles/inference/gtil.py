@@ -18,6 +18,7 @@ indices mapped back to the original columns and its class columns placed where i
 from __future__ import annotations
 
 import copy
+import functools
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ from numpy.typing import NDArray
 from scipy.special import expit
 from sklearn.base import BaseEstimator
 from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor  # built by import_trees
+from threadpoolctl import ThreadpoolController
 
 from ensembles.catalog import Compiled, kind_of
 from ensembles.inference import library_trees
@@ -321,10 +323,29 @@ def gtil_scores(model: Any, X: FloatArray, plan: Plan, threads: int = 1) -> Floa
         return library_trees.margins32(model, X, plan.sum32)
     predict = _PREDICT_WITH_CONFIG
     if predict is None or threads > 1:
+        threads = min(threads, openmp_threads())
         out = treelite.gtil.predict(model, X, nthread=threads, pred_margin=plan.margin)
     else:
         out = predict_direct(model, X, _CONFIGS[plan.margin], predict)
     return np.asarray(out, dtype=np.float64).reshape(X.shape[0], -1)
+
+
+@functools.cache
+def _openmp_libraries() -> ThreadpoolController:
+    """The OpenMP runtimes loaded with treelite (its wheel bundles its own libgomp)."""
+    return ThreadpoolController().select(user_api="openmp")
+
+
+def openmp_threads() -> int:
+    """The most threads GTIL accepts from this thread now.
+
+    Rule: GTIL refuses an ``nthread`` above OpenMP's limit ("nthread cannot exceed 1
+    (configured by OpenMP)"), which ``OMP_NUM_THREADS`` or a ``threadpool_limits`` sets.
+    A service started with ``OMP_NUM_THREADS=1`` asked GTIL for the job's two threads in
+    the engine check and had every tree model refused; rows split over fewer threads give
+    the same answers, so the check asks for no more than the limit."""
+    limits = [library.num_threads for library in _openmp_libraries().lib_controllers]
+    return max(1, min(limits, default=1))
 
 
 def _gtil_configs() -> tuple[Any, dict[bool, Any]]:

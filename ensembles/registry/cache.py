@@ -74,17 +74,24 @@ class ModelCache:
         with self._lock:
             return key in self._entries
 
-    def peek(self, key: CacheKey) -> object | None:
+    def peek(
+        self, key: CacheKey, usable: Callable[[object], bool] | None = None, *, hit: bool = True
+    ) -> object | None:
         """The cached value of ``key`` (a hit), or None without loading (not a miss).
 
         Never blocks on a load: for callers that may answer at once when the value is
-        already there (on an event loop) and otherwise go the slower way.
+        already there (on an event loop) and otherwise go the slower way.  ``usable``: the
+        caller's test that it can answer with the value at once; a value it declines is
+        None here and no hit, since the slower way's :meth:`get_or_load` counts the
+        request's one hit.  ``hit=False``: a look that counts nothing.
         """
         with self._lock:
             entry = self._entries.get(key)
-            if entry is None:
+            if entry is None or (usable is not None and not usable(entry.value)):
                 return None
             self._entries.move_to_end(key)
+            if not hit:
+                return entry.value
             self.hits += 1
             if self.observer is not None:
                 self.observer.counted("hit", 1)

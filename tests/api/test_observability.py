@@ -89,6 +89,20 @@ async def test_predictions_training_jobs_and_cache(api: Api) -> None:
     print("\n" + "\n".join(line for line in text.splitlines() if line.startswith("ensemble_")))
 
 
+async def test_a_model_scikit_learn_serves_counts_one_cache_hit_per_prediction(api: Api) -> None:
+    """The inline path looks in the cache, declines a model it cannot answer with at once
+    and goes the slower way: one hit per prediction, not one for the look and one more."""
+    knn = {"kind": "bagging", "params": {"n_estimators": 3}, "estimator": {"kind": "knn"}}
+    version = await api.train("m", {**forest(await api.iris()), "ensemble": knn})
+    assert version["inference"]["engine"] == "scikit-learn"
+    rows = records(iris_frame().head(3), IRIS_FEATURES)
+    for _ in range(3):
+        assert (await api.predict("m", "latest", {"instances": rows})).status_code == 200
+    text = await _metrics(api)
+    assert _sample(text, "ensemble_model_cache_misses_total") == 1
+    assert _sample(text, "ensemble_model_cache_hits_total") == 2
+
+
 async def test_each_app_has_its_own_metrics(tmp_path: Path) -> None:
     async for _, first in started(make_settings(tmp_path / "one")):
         async for _, second in started(make_settings(tmp_path / "two")):
