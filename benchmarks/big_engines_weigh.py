@@ -10,7 +10,9 @@ host: the thread CPU is the figure to compare):
 1. XGBoost at 10,000 rows: the compiled engine (treelite's GTIL, as the servable would
    build it), the library's ``predict_proba`` in one call (one thread, as stored), in two
    parts on two threads (what the service does: ``RowParts``), and the booster's
-   ``inplace_predict`` with two threads in one call (a copy of the booster).  Every answer
+   ``inplace_predict`` with two threads in one call (a copy of the booster), and the
+   service's way now: ``predict_proba`` of the estimator's two-thread twin
+   (:mod:`ensembles.inference.library_threads`).  Every answer
    is checked equal to ``predict_proba``'s bits first.
 2. Gradient boosting at 10,000 rows: ``predict_proba`` (scikit-learn's ``predict_stages``,
    holding the GIL), the walk outside the GIL (``boosted_sum.boosted_raw``) in one call
@@ -54,6 +56,7 @@ from ensembles.builders import FeatureColumn
 from ensembles.inference import check_table, small_tables
 from ensembles.inference.boosted_sum import boosted_raw
 from ensembles.inference.compiled import restore_model
+from ensembles.inference.library_threads import threaded_twin
 from ensembles.inference.servable import stack_columns
 from ensembles.signature import ModelSignature
 
@@ -117,11 +120,13 @@ def xgboost_engines(folder: Path, rounds: int, pool: ThreadPoolExecutor) -> None
     compiled = restore_model(pipeline, "classification", 10_000)
     two_threads = copy.deepcopy(estimator.get_booster())
     two_threads.set_param({"nthread": 2})
+    twin = threaded_twin(estimator, 2)
     expected = estimator.predict_proba(rows)
     cases: dict[str, Callable[[], Any]] = {
         "predict_proba, one call, 1 thread": lambda: estimator.predict_proba(rows),
         "predict_proba, 2 parts on 2 threads": lambda: in_two(estimator.predict_proba, rows, pool),
         "inplace_predict, 2 threads, one call": lambda: two_threads.inplace_predict(rows),
+        "predict_proba of the 2-thread twin (new)": lambda: twin.predict_proba(rows),
         "compiled (GTIL), one call": lambda: compiled.predict_with_proba(rows)[1],
     }
     for name, case in cases.items():
