@@ -76,6 +76,25 @@ def test_a_big_xgboost_request_is_one_call_on_two_threads_with_the_same_bits(
     assert model.pipeline[-1].n_jobs == 1
 
 
+def test_a_model_stopped_early_predicts_with_its_best_rounds_on_two_threads(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Early stopping: the twin's booster keeps the best round, so it predicts with the
+    rounds the stored model predicts with (fewer than it fitted)."""
+    spec = {"kind": "xgboost", "params": {"n_estimators": 200, "early_stopping_rounds": 2}}
+    model = fitted("breast_cancer", json.dumps(spec))
+    estimator = model.pipeline[-1]
+    assert estimator.best_iteration + 1 < estimator.get_booster().num_boosted_rounds()
+    engine = SklearnEngine(estimator, "classification")
+    Xt = rows(model, "breast_cancer")
+    one = engine.answer(Xt, with_proba=True)
+    monkeypatch.setattr(row_parts, "_pool", no_pool)
+    two = TWO_THREADS.answer(engine, Xt, with_proba=True)
+    assert two.probabilities is not None and one.probabilities is not None
+    assert np.array_equal(two.probabilities.view(np.int64), one.probabilities.view(np.int64))
+    assert np.array_equal(two.predictions, one.predictions)
+
+
 def test_the_servable_answers_as_before(monkeypatch: pytest.MonkeyPatch) -> None:
     """Through the servable (the request's checked columns): the same predictions and
     probabilities as the one-thread servable's, and as the Pipeline's own."""
