@@ -29,6 +29,7 @@ from sklearn.base import BaseEstimator
 from ensembles.catalog import LabelRule, kind_of
 from ensembles.inference.boosted_sum import boosted_raw
 from ensembles.inference.forest_mean import forest_mean
+from ensembles.inference.library_threads import threaded_twin
 from ensembles.tasks import Task
 
 __all__ = ["SKLEARN", "Answer", "Engine", "SklearnEngine"]
@@ -110,8 +111,27 @@ class SklearnEngine:
         library's."""
         return self._answer(Xt, with_proba, apart=True)
 
-    def _answer(self, Xt: NDArray[Any], with_proba: bool, *, apart: bool) -> Answer:
-        estimator = self.estimator
+    def answer_threads(
+        self, Xt: NDArray[Any], threads: int, *, with_proba: bool = False
+    ) -> Answer | None:
+        """The answer for a big request in one call of the library on ``threads`` threads,
+        the same bits as :meth:`answer` (XGBoost's trees:
+        :mod:`ensembles.inference.library_threads`), else None (answer it in parts)."""
+        twin = threaded_twin(self.estimator, threads)
+        if twin is None:
+            return None
+        return self._answer(Xt, with_proba, apart=False, estimator=twin)
+
+    def _answer(
+        self,
+        Xt: NDArray[Any],
+        with_proba: bool,
+        *,
+        apart: bool,
+        estimator: BaseEstimator | None = None,
+    ) -> Answer:
+        """``estimator``: the stored one's twin predicting on several threads (else it)."""
+        estimator = self.estimator if estimator is None else estimator
         if self.task == "regression":
             values = forest_mean(estimator, Xt, "predict")
             raw = boosted_raw(estimator, Xt) if values is None and apart else None

@@ -19,6 +19,11 @@ library's own walk, :mod:`ensembles.inference.boosted_sum`); such an engine is s
 while no other request's part is running on the pool, since otherwise the cores are busy
 already and the extra CPU buys nothing.
 
+An engine whose library splits rows among threads of its own with the same bits (XGBoost,
+:mod:`ensembles.inference.library_threads`) answers a big request in one call on
+``threads`` threads instead, while no other request's parts are running: one call costs
+less than the parts' calls.
+
 Small requests never split (``min_rows`` rows per part at least): a thread's handoff costs
 tens of microseconds, and concurrent small requests already use every core.
 """
@@ -64,6 +69,9 @@ class RowParts:
         parts = self.parts_for(Xt.shape[0])
         if parts == 1 or not engine.rows_apart:
             return engine.answer(Xt, with_proba=with_proba)
+        threaded = _threaded(engine, Xt, parts, with_proba)
+        if threaded is not None:
+            return threaded
         # An engine may answer parts its own way, which lets them run side by side at a
         # price in CPU (scikit-learn's gradient boosting: its trees walked outside the
         # GIL, about a third more CPU): worth it only while the pool's threads are idle;
@@ -82,6 +90,23 @@ class RowParts:
         ]
         first = answer(Xt[lo:hi], with_proba=with_proba)
         return _joined([first, *(f.result() for f in futures)])
+
+
+def _threaded(engine: Engine, Xt: NDArray[Any], threads: int, with_proba: bool) -> Answer | None:
+    """The engine's answer in one call on ``threads`` threads of its library, when it can
+    give one with the same bits (XGBoost: ``SklearnEngine.answer_threads``) and no other
+    request's parts are running (its threads then count as parts); else None."""
+    answer = getattr(engine, "answer_threads", None)
+    if answer is None or _BUSY[0] > 0:
+        return None
+    with _BUSY_LOCK:
+        _BUSY[0] += threads - 1
+    try:
+        found: Answer | None = answer(Xt, threads, with_proba=with_proba)
+        return found
+    finally:
+        with _BUSY_LOCK:
+            _BUSY[0] -= threads - 1
 
 
 def _joined(answers: list[Answer]) -> Answer:

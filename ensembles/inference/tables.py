@@ -40,7 +40,7 @@ from ensembles.inference.cells import (
     scan_cells,
     unseen_categories,
 )
-from ensembles.inference.small_tables import index_columns, small_float_table
+from ensembles.inference.small_tables import float_table, index_columns
 from ensembles.signature import ModelSignature
 
 __all__ = ["check_table"]
@@ -54,9 +54,9 @@ def check_table(
     """The checked columns of an Arrow table's rows; every problem at once, as
     :func:`check_rows` reports them (PredictionInputError; TooLargeError over ``max_rows``)."""
     check_row_count(table.num_rows, max_rows)
-    small = small_float_table(signature, table)
-    if small is not None:
-        return small
+    whole = float_table(signature, table)  # small or large tables of float64 columns
+    if whole is not None:
+        return whole
     skipped = index_columns(table.schema)
     position: dict[str, int] = {}
     keyed: list[tuple[tuple[int, int], Problem]] = []

@@ -15,7 +15,7 @@ import pytest
 
 from ensembles.builders import FeatureColumn
 from ensembles.errors import PredictionInputError, TooLargeError
-from ensembles.inference import MAX_PROBLEMS, check_rows, check_table, small_tables
+from ensembles.inference import MAX_PROBLEMS, check_rows, check_table, servable, small_tables
 from ensembles.signature import ModelSignature
 
 NUMBERS = ModelSignature(
@@ -349,3 +349,51 @@ def test_what_a_schema_says_of_each_signature_is_kept_apart(
     small = [_checked_by(s, table) for s in signatures]
     monkeypatch.setattr(small_tables, "SMALL_ROWS", 0)
     assert small == [_checked_by(s, table) for s in signatures]
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_a_large_table_read_as_one_matrix_is_checked_as_column_by_column(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """small_tables' one call for large tables (LARGE_ROWS rows and more) against the
+    column-by-column way (LARGE_ROWS at 0): the same arrays, warnings and problems, with
+    odd cells, nulls, extra and int columns, pandas' index and several batches."""
+    rng = np.random.default_rng(seed)
+    n = small_tables.LARGE_ROWS + int(rng.integers(0, 50))
+    names = [f.name for f in NUMBERS.features]
+    columns: dict[str, Any] = {name: rng.normal(0, 10, n).tolist() for name in names}
+    odd = [math.nan, math.inf, -math.inf, 1e39, -3.5e38, 3.4e38, -3.4e38, None, -0.0]
+    for name in rng.choice(names, int(rng.integers(0, 3))):
+        columns[str(name)][int(rng.integers(n))] = odd[int(rng.integers(len(odd)))]
+    if rng.random() < 0.3:
+        columns["extra"] = [1.5] * n
+    table = pa.table(columns)
+    if rng.random() < 0.2:
+        table = table.set_column(0, names[0], pa.array(rng.integers(0, 9, n)))
+    if rng.random() < 0.2:
+        table = pa.Table.from_pandas(table.to_pandas().set_index(names[-1]))
+    if rng.random() < 0.2:
+        table = pa.concat_tables([table.slice(0, 1), table.slice(1)])
+    large = _checked(table)
+    monkeypatch.setattr(small_tables, "LARGE_ROWS", 0)
+    assert large == _checked(table)
+
+
+def test_a_large_float_table_is_checked_into_the_matrix_the_model_reads_without_a_copy() -> None:
+    """A large table of the features' float64 columns, in order, is checked into views
+    of one row-major matrix, which the passthrough preprocessing reads as it is: the same
+    float64 bits as stacking the table's columns (before, the columns were concatenated
+    to be checked and stacked again for the model)."""
+    rng = np.random.default_rng(7)
+    n = small_tables.LARGE_ROWS * 3
+    values = rng.normal(0, 1e3, (n, 2))
+    values[:5] = [[-0.0, 0.0], [3.4e38, -3.4e38], [1e-310, -1e-310], [5e-324, 1.0], [2.5, -2.5]]
+    table = pa.table({"a": values[:, 0], "b": values[:, 1]})
+    checked, warnings = check_table(NUMBERS, table)
+    assert warnings == []
+    matrix = servable.stack_columns(checked, ("a", "b"))
+    expected = np.column_stack([c.to_numpy() for c in table.columns])
+    assert matrix.dtype == np.float64 and matrix.flags["C_CONTIGUOUS"]
+    assert np.array_equal(matrix.view(np.int64), expected.view(np.int64))
+    assert servable.one_matrix(list(checked.values())) is not None
+    assert np.shares_memory(matrix, checked["a"]) and np.shares_memory(matrix, checked["b"])
