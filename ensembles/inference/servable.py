@@ -38,6 +38,7 @@ from ensembles.inference.row_parts import RowParts
 from ensembles.inference.votes import (
     class_labels,
     floats_out,
+    label_lookup,
     label_positions,
     mean_probabilities,
     member_spread,
@@ -69,6 +70,9 @@ class Servable:
     _memberless_problems: dict[PredictOptions, tuple[Problem, ...]] = field(
         default_factory=dict, init=False, repr=False
     )
+    # Each label of the pipeline's ``classes_`` -> its position, made on first use (a
+    # one-row answer's label found at once, not after a dict of the labels is built).
+    _label_index: dict[Any, int] = field(default_factory=dict, init=False, repr=False)
 
     def engine_for(self, n_rows: int) -> Engine:
         """The engine that answers a request of ``n_rows`` rows."""
@@ -157,7 +161,7 @@ class Servable:
             index = np.argmax(proba, axis=1)
         else:
             answer = self._answer(Xt, options.return_proba)
-            index = label_positions(self.pipeline.classes_, answer.predictions)
+            index = self._label_positions(answer.predictions)
             proba, engine = answer.probabilities, answer.engine
         votes, weighted_votes, agreement = None, None, None
         if options.return_votes and tallies is not None:
@@ -172,6 +176,16 @@ class Servable:
             engine=engine,
             weighted_votes=weighted_votes,
         )
+
+    def _label_positions(self, predicted: Any) -> NDArray[np.int64]:
+        """:func:`label_positions` in the pipeline's ``classes_``, with the lookup of its
+        labels made once (fitted classes never change; threads that make it at once make
+        the same one)."""
+        classes = self.pipeline.classes_
+        lookup = self._label_index
+        if not lookup:
+            lookup.update(label_lookup(classes))
+        return label_positions(classes, predicted, lookup)
 
     def _regress(
         self, members: list[Member], Xt: NDArray[Any], options: PredictOptions

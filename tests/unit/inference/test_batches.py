@@ -30,6 +30,7 @@ from ensembles.inference.batches import (
     row_count,
     split_prediction,
 )
+from ensembles.inference.cells import MatrixColumns
 from ensembles.specs import EvaluationSpec, parse_estimator_spec
 from ensembles.training import train
 from ensembles.validation import resolve_ensemble
@@ -250,3 +251,25 @@ def test_tables_of_records_are_joined_in_one_call(monkeypatch: pytest.MonkeyPatc
     calls.clear()
     concat_columns(parts)
     assert len(calls) == len(names)
+
+
+def test_the_key_of_one_matrix_s_columns_is_read_without_a_pass_over_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The columns of a table of records (:class:`MatrixColumns`) get the key of the same
+    columns as a dict, from their names and the matrix's dtype (a pass over 30 columns
+    cost a one-row request 2 us): the same batches as before."""
+    matrix = np.arange(6, dtype=np.float64).reshape(2, 3)
+    columns = MatrixColumns(["a", "b", "c"], matrix)
+    as_dict = {name: matrix[:, j].copy() for j, name in enumerate("abc")}
+    expected = batch_key(as_dict, PredictOptions(return_proba=True))
+
+    def refused(self: Any) -> Any:
+        raise AssertionError("the columns were read one by one")
+
+    monkeypatch.setattr(MatrixColumns, "values", refused)
+    assert batch_key(columns, PredictOptions(return_proba=True)) == expected
+    monkeypatch.undo()
+    columns["c"] = np.array([1, 2])  # changed: no matrix any more, the dict's own key
+    key = batch_key(columns, PredictOptions(return_proba=True))
+    assert key != expected and key[2][-1] == np.array([1, 2]).dtype

@@ -517,3 +517,29 @@ def test_xgboost_s_few_rows_ask_the_booster_nothing_and_sum_trees_as_given(
     )
     if task == "classification":
         np.testing.assert_array_equal(ours[-1], engine.estimator.predict(rows))
+
+
+def test_xgboost_s_link_of_one_row_is_the_rows_link_without_arrays(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 22: ``binary:logistic``'s link of a one-row answer is worked out in float32
+    scalars (the vectorised way made eight small arrays, 10 us of a one-row answer
+    against the forest's 1): the same bits as the rows' way for margins of every size
+    (rounding midpoints of ``expf``, overflow, NaN), and the array ``expf`` is not
+    called for it."""
+    rng = np.random.default_rng(RS)
+    margins = np.concatenate(
+        [
+            rng.normal(0.0, 5.0, 3000),
+            rng.normal(0.0, 60.0, 300).astype(np.float32),
+            [0.0, -0.0, 1e-45, 88.7, -88.7, 89.0, -104.0, 200.0, -200.0, np.inf, -np.inf],
+            [np.nan],
+        ]
+    ).astype(np.float64)
+    with np.errstate(over="ignore"):  # the float32 cast of exp(200) overflows, as it should
+        rows = library_trees.expit32(margins[:, None].copy())  # more than one row: arrays
+    monkeypatch.setattr(library_trees, "expf", None)  # the scalar way must not need it
+    for i, margin in enumerate(margins.tolist()):
+        one = library_trees.expit32(np.array([[margin]]))
+        assert one.dtype == np.float64 and one.shape == (1, 2)
+        assert one.tobytes() == rows[i : i + 1].tobytes(), margin

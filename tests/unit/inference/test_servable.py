@@ -418,3 +418,26 @@ def test_option_problems_are_worked_out_once_per_options(monkeypatch: pytest.Mon
             servable.predict(columns, refused)
         assert [p.loc for p in exc.value.problems] == [("options", "return_std")]
     assert calls == [plain, proba, refused, refused]
+
+
+def test_the_lookup_of_the_labels_is_made_once_per_servable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A few rows' labels are found in a dict of the classes made at the first answer,
+    not on every request (3 of a one-row request's microseconds): the same positions."""
+    model = fitted("random_forest")
+    servable = prepare(model.pipeline, model.signature, verdict("random_forest"))
+    made: list[int] = []
+    real = servable_module.label_lookup
+
+    def counted(classes: Any) -> dict[Any, int]:
+        made.append(1)
+        return real(classes)
+
+    monkeypatch.setattr(servable_module, "label_lookup", counted)
+    data = sample(n=3)
+    for n in (1, 2, 3, 1):
+        columns = {c: v.to_numpy()[:n] for c, v in data.items()}
+        answer = servable.predict(columns, PredictOptions())
+        assert answer.predictions == list(model.pipeline.predict(pd.DataFrame(columns)))
+    assert made == [1]
