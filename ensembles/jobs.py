@@ -4,9 +4,10 @@ by a task on a Dask cluster (:mod:`app.jobs.cluster`); they differ only in the
 :class:`MemberPool` where members are fitted and in what ``stopped()`` reads.
 
 It loads the dataset the job names, trains with a progress callback and a cancel token
-(both throttled registry round trips), chooses the engine that will serve the model (the
-compiled one if it answers exactly as scikit-learn), publishes the version and records
-the job's outcome: its version, or why it failed, as a problem with a stable code.
+(throttled registry round trips, made on a thread of their own so that training never
+waits for them: :mod:`ensembles.job_updates`), chooses the engine that will serve the
+model (the compiled one if it answers exactly as scikit-learn), publishes the version and
+records the job's outcome: its version, or why it failed, as a problem with a stable code.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ import importlib
 import logging
 import math
 import platform
-import time
 from collections.abc import Callable, Sequence
 from importlib import metadata as importlib_metadata
 from typing import Any
@@ -30,67 +30,19 @@ from ensembles.errors import (
     ConflictError,
     EnsembleError,
     NotFoundError,
-    StorageError,
     TrainingCancelledError,
 )
+from ensembles.job_updates import JobUpdates
 from ensembles.parallel import MemberPool
 from ensembles.registry import Registry, job_problem
 from ensembles.registry.documents import JobDocument, VersionMetadata
 from ensembles.stored_labels import read_labels_source
-from ensembles.training import CancelToken, FittedModel, train
+from ensembles.training import FittedModel, train
 from ensembles.training_data import Labels, select_labels
 
 log = logging.getLogger(__name__)
 
-PROGRESS_INTERVAL_S = 0.25
-CANCEL_POLL_S = 0.25
 _LIBRARIES = ("scikit-learn", "numpy", "scipy", "pandas", "joblib")
-
-
-class _Progress:
-    """Writes progress at most every PROGRESS_INTERVAL_S, and at every change of stage and
-    a stage's last count (300/300 would otherwise be skipped, and the job read 208/300
-    until the next stage)."""
-
-    def __init__(self, registry: Registry, job_id: str) -> None:
-        self.registry, self.job_id = registry, job_id
-        self.last, self.stage = 0.0, ""
-        self.written: tuple[int, int, str] | None = None
-
-    def __call__(self, done: int, total: int, stage: str) -> None:
-        now = time.monotonic()
-        counted = 0 < total <= done
-        if stage == self.stage and now - self.last < PROGRESS_INTERVAL_S and not counted:
-            return
-        if (done, total, stage) == self.written:
-            return
-        self.last, self.stage, self.written = now, stage, (done, total, stage)
-        try:
-            self.registry.update_progress(self.job_id, done, total, stage)
-        except StorageError as exc:  # progress is advisory; training goes on
-            log.warning("could not record progress of %s: %s", self.job_id, exc)
-
-
-class _Cancel:
-    """A cancel token that reads the job's flag at most every CANCEL_POLL_S, and is set
-    at once when ``stopped()`` (the server is gone; the runner stops a Dask task)."""
-
-    def __init__(self, registry: Registry, job_id: str, stopped: Callable[[], bool]) -> None:
-        self.registry, self.job_id, self.stopped = registry, job_id, stopped
-        self.last, self.set = 0.0, False
-
-    def is_set(self) -> bool:
-        if self.set or self.stopped():
-            return True
-        now = time.monotonic()
-        if now - self.last >= CANCEL_POLL_S:
-            self.last = now
-            try:
-                job = self.registry.get_job(self.job_id)
-            except StorageError:
-                return False
-            self.set = job.cancel_requested or job.status != "running"
-        return self.set
 
 
 def run_training(
@@ -109,9 +61,9 @@ def run_training(
     job = registry.get_job(job_id)
     if job.status != "running":
         return
-    cancel = _Cancel(registry, job_id, stopped)
     try:
-        train_and_publish(registry, job_id, JobDocument.of(job), pool, cancel)
+        with JobUpdates(registry, job_id, stopped) as updates:
+            train_and_publish(registry, job_id, JobDocument.of(job), pool, updates)
     except TrainingCancelledError:
         if record_stop or not stopped():
             _finish(registry, job_id, "cancelled", None)
@@ -120,14 +72,14 @@ def run_training(
 
 
 def train_and_publish(
-    registry: Registry, job_id: str, document: JobDocument, pool: MemberPool, cancel: CancelToken
+    registry: Registry, job_id: str, document: JobDocument, pool: MemberPool, updates: JobUpdates
 ) -> None:
     """Train the job's document on its dataset and publish the version (the job ends
-    with it); TrainingCancelledError when ``cancel`` is set."""
+    with it); TrainingCancelledError when ``updates`` reads the job cancelled."""
     data = load_training_data(
         registry, document.dataset.id, document.target, document.features, document.task
     )
-    progress = _Progress(registry, job_id)
+    progress, cancel = updates.progress, updates
     # Compiled and checked beside the measuring, calibrated after it: see engine_verdict.
     verdict = EngineVerdict(data.task, document.random_state, pool.task_threads, cancel)
     fitted = train(
@@ -145,6 +97,7 @@ def train_and_publish(
     progress(0, 1, "compiling")
     inference = verdict.result()
     metadata = version_metadata(job_id, document, data, fitted, inference)
+    updates.close()  # no write of its may follow the version's (publishing ends the job)
     registry.publish_version(job_id, fitted.pipeline, metadata.to_json())
 
 
