@@ -98,6 +98,18 @@ async def connected(app: Any, clients: int) -> tuple[Any, list[tuple[Any, Transp
     return lifespan, connections
 
 
+def requests_on_the_wire(path: str, chosen: Any) -> list[bytes]:
+    """Each of a workload's bodies as the bytes of one HTTP/1.1 POST to ``path``."""
+    return [
+        (
+            f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:8000\r\n"
+            f"Content-Type: {chosen.content_type}\r\nContent-Length: {len(body)}\r\n\r\n"
+        ).encode()
+        + body
+        for body in chosen.bodies
+    ]
+
+
 async def measure(
     data: Path,
     model: str,
@@ -121,14 +133,7 @@ async def measure(
     work = sb.workloads(sb.load_dataset("breast_cancer"), True, np.random.default_rng(sb.SEED))
     chosen = work[scenario]
     path = f"/v1/models/{model}/versions/{version}/predict{chosen.query}"
-    wires = [
-        (
-            f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:8000\r\n"
-            f"Content-Type: {chosen.content_type}\r\nContent-Length: {len(body)}\r\n\r\n"
-        ).encode()
-        + body
-        for body in chosen.bodies
-    ]
+    wires = requests_on_the_wire(path, chosen)
 
     async def round_trips(count: int) -> None:
         for k in range(count):

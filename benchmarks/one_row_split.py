@@ -97,7 +97,7 @@ def _wrap(module_name: str, path: str, record: Callable[[str, int], None], label
 
 async def measure(data: Path, model: str, requests: int, timed: bool) -> dict[str, Any]:
     import service_bench as sb
-    from one_row_loop import connected
+    from one_row_loop import connected, requests_on_the_wire
 
     import app.fast_predict
     import app.services.predictions
@@ -123,14 +123,7 @@ async def measure(data: Path, model: str, requests: int, timed: bool) -> dict[st
     )
     chosen = work["single_1"]
     path = f"/v1/models/{model}/versions/{version}/predict{chosen.query}"
-    wires = [
-        (
-            f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:8000\r\n"
-            f"Content-Type: {chosen.content_type}\r\nContent-Length: {len(body)}\r\n\r\n"
-        ).encode()
-        + body
-        for body in chosen.bodies
-    ]
+    wires = requests_on_the_wire(path, chosen)
     protocol, transport = connections[0]
 
     async def round_trips(count: int) -> None:

@@ -293,18 +293,11 @@ def _checked(table: pa.Table) -> tuple[Any, ...]:
     return ("checked", arrays, checked.warnings)
 
 
-@pytest.mark.parametrize("seed", range(30))
-def test_a_small_table_read_as_one_matrix_is_checked_as_column_by_column(
-    seed: int, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """small_tables' one call against the column-by-column way (its SMALL_ROWS at 0):
-    the same arrays, warnings and problems, with odd cells, nulls, extra and int
-    columns, pandas' index and several batches."""
-    rng = np.random.default_rng(seed)
-    n = int(rng.integers(1, 6))
+def _odd_table(rng: np.random.Generator, n: int, odd: list[float | None]) -> pa.Table:
+    """NUMBERS' columns of ``n`` rows with odd cells, sometimes an extra or an int column,
+    pandas' index or two batches, drawn from ``rng``."""
     names = [f.name for f in NUMBERS.features]
     columns: dict[str, Any] = {name: rng.normal(0, 10, n).tolist() for name in names}
-    odd = [math.nan, math.inf, -math.inf, 1e39, -3.5e38, 3.4e38, None, 0.0]
     for name in rng.choice(names, int(rng.integers(0, 3))):
         columns[str(name)][int(rng.integers(n))] = odd[int(rng.integers(len(odd)))]
     if rng.random() < 0.3:
@@ -316,6 +309,19 @@ def test_a_small_table_read_as_one_matrix_is_checked_as_column_by_column(
         table = pa.Table.from_pandas(table.to_pandas().set_index(names[-1]))
     if rng.random() < 0.2 and n > 1:
         table = pa.concat_tables([table.slice(0, 1), table.slice(1)])
+    return table
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_a_small_table_read_as_one_matrix_is_checked_as_column_by_column(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """small_tables' one call against the column-by-column way (its SMALL_ROWS at 0):
+    the same arrays, warnings and problems, with odd cells, nulls, extra and int
+    columns, pandas' index and several batches."""
+    rng = np.random.default_rng(seed)
+    odd = [math.nan, math.inf, -math.inf, 1e39, -3.5e38, 3.4e38, None, 0.0]
+    table = _odd_table(rng, int(rng.integers(1, 6)), odd)
     small = _checked(table)
     monkeypatch.setattr(small_tables, "SMALL_ROWS", 0)
     assert small == _checked(table)
@@ -359,21 +365,8 @@ def test_a_large_table_read_as_one_matrix_is_checked_as_column_by_column(
     column-by-column way (LARGE_ROWS at 0): the same arrays, warnings and problems, with
     odd cells, nulls, extra and int columns, pandas' index and several batches."""
     rng = np.random.default_rng(seed)
-    n = small_tables.LARGE_ROWS + int(rng.integers(0, 50))
-    names = [f.name for f in NUMBERS.features]
-    columns: dict[str, Any] = {name: rng.normal(0, 10, n).tolist() for name in names}
     odd = [math.nan, math.inf, -math.inf, 1e39, -3.5e38, 3.4e38, -3.4e38, None, -0.0]
-    for name in rng.choice(names, int(rng.integers(0, 3))):
-        columns[str(name)][int(rng.integers(n))] = odd[int(rng.integers(len(odd)))]
-    if rng.random() < 0.3:
-        columns["extra"] = [1.5] * n
-    table = pa.table(columns)
-    if rng.random() < 0.2:
-        table = table.set_column(0, names[0], pa.array(rng.integers(0, 9, n)))
-    if rng.random() < 0.2:
-        table = pa.Table.from_pandas(table.to_pandas().set_index(names[-1]))
-    if rng.random() < 0.2:
-        table = pa.concat_tables([table.slice(0, 1), table.slice(1)])
+    table = _odd_table(rng, small_tables.LARGE_ROWS + int(rng.integers(0, 50)), odd)
     large = _checked(table)
     monkeypatch.setattr(small_tables, "LARGE_ROWS", 0)
     assert large == _checked(table)
