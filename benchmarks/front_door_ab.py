@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 async def measure(data: Path, model: str, clients: int, block: int, blocks: int) -> None:
     import numpy as np
     import service_bench as sb
-    from one_row_loop import connected
+    from one_row_loop import connected, requests_on_the_wire
 
     from app.front import ServiceApp
     from app.main import create_app
@@ -38,14 +38,7 @@ async def measure(data: Path, model: str, clients: int, block: int, blocks: int)
     lifespan, connections = await connected(app, clients)
     work = sb.workloads(sb.load_dataset("breast_cancer"), True, np.random.default_rng(sb.SEED))
     path = f"/v1/models/{model}/versions/{version}/predict"
-    wires = [
-        (
-            f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:8000\r\n"
-            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
-        ).encode()
-        + body
-        for body in work["single_1"].bodies
-    ]
+    wires = requests_on_the_wire(path, work["single_1"])  # JSON rows, no query
 
     async def round_trips(count: int) -> list[bytes]:
         answers = []

@@ -49,7 +49,7 @@ __all__ = [
 ]
 
 SMALL_ROWS = 64  # tables up to this many rows may be read as one matrix
-LARGE_ROWS = 1_024  # and tables from this many rows (between: column by column, as before)
+LARGE_ROWS = 1_024  # and tables from this many rows (between: column by column; 0: none)
 _KEPT = 16  # schemas remembered
 _FLOAT64 = pa.float64()
 
