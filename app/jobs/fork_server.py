@@ -15,12 +15,15 @@ later finds it running.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
+import os
+import signal
 from multiprocessing import forkserver
 from multiprocessing.context import ForkServerContext
-from typing import Final
+from typing import Any, Final
 
-__all__ = ["PRELOAD", "context", "start"]
+__all__ = ["PRELOAD", "context", "start", "stop"]
 
 PRELOAD: Final = ["app.jobs.worker"]
 
@@ -37,3 +40,19 @@ def start() -> None:
     """Start this process's fork server if it is not running (raises what starting raises)."""
     context()
     forkserver.ensure_running()
+
+
+def stop() -> None:
+    """Stop this process's fork server now, if it started one: even in the middle of its
+    preload, which it would otherwise finish (seconds of CPU) before noticing this process
+    is gone.  For a launcher that exits without serving (a setting it cannot use): the
+    service's processes end with it, and a caller reading its output until the end (a
+    pipe, ``subprocess.run``) is not kept waiting by the preload."""
+    # multiprocessing's own instance: no public stop in 3.11 (nor in typeshed's stubs)
+    server: Any = forkserver._forkserver
+    pid = server._forkserver_pid
+    if pid is None:
+        return
+    with contextlib.suppress(ProcessLookupError):  # ended already: _stop reaps it the same
+        os.kill(pid, signal.SIGKILL)
+    server._stop()  # closes its pipe and socket, and reaps it

@@ -60,6 +60,9 @@ def check_dependencies(settings: Settings) -> None:
     for problem in found:
         print(f"cannot start: {problem}", file=sys.stderr)
     if found:
+        from app.jobs import fork_server
+
+        fork_server.stop()  # started beside the checks, for nothing: ends with this process
         sys.exit(EXIT_SETTINGS)
 
 

@@ -4,7 +4,9 @@ served by a real uvicorn process."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -12,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.e2e.server import ROOT, Server
+from tests.e2e.server import ROOT, Server, cmdline, in_group
 from tests.network import free_port
 from tests.s3server import S3Server
 
@@ -20,19 +22,36 @@ STARTUP_BOUND_S = 60.0
 
 
 def _python_m_app(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "app"],
-        cwd=ROOT,
-        env={
-            **os.environ,
-            "ENSEMBLE_DATA_DIR": str(tmp_path / "data"),
-            "PORT": str(free_port()),
-            **env,
-        },
-        capture_output=True,
-        text=True,
-        timeout=STARTUP_BOUND_S,
-        check=False,
+    """Run ``python -m app`` in a session of its own until it exits; its output.
+
+    Once it has exited, no process of that session may be left: the training fork server
+    it started beside its checks (when it would serve in that process) stops with it, even
+    in the middle of its preload. Output goes to files, so the wait is for the launcher
+    alone (a pipe would also wait for any process it left holding the pipe)."""
+    out, err = tmp_path / "stdout", tmp_path / "stderr"
+    with out.open("wb") as stdout, err.open("wb") as stderr:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "app"],
+            cwd=ROOT,
+            env={
+                **os.environ,
+                "ENSEMBLE_DATA_DIR": str(tmp_path / "data"),
+                "PORT": str(free_port()),
+                **env,
+            },
+            stdout=stdout,
+            stderr=stderr,
+            start_new_session=True,
+        )
+        try:
+            returncode = process.wait(STARTUP_BOUND_S)
+            left = [cmdline(pid) for pid in in_group(process.pid)]
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+    assert not [c for c in left if "forkserver" in c], left
+    return subprocess.CompletedProcess(
+        process.args, returncode, out.read_text(), err.read_text(errors="replace")
     )
 
 
