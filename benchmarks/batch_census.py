@@ -58,6 +58,8 @@ def _dump() -> None:
 
 def main() -> None:
     Batcher.predict = _counted(Batcher.predict)  # type: ignore[method-assign]
+    if hasattr(Batcher, "predict_record"):  # one-record requests, checked in their batch
+        Batcher.predict_record = _counted(Batcher.predict_record)  # type: ignore[method-assign]
     Metrics.observe_batch = _observed(Metrics.observe_batch)  # type: ignore[method-assign]
     atexit.register(_dump)
     from app.__main__ import main as serve
