@@ -21,8 +21,9 @@ its row is checked: at the flush the batch's records are checked together, in on
 (:func:`~ensembles.inference.check_records_together`), and answered by one engine call;
 if they cannot be checked together (a bad cell, an extra column, anything that is not a
 plain number), each is checked alone, as it would have been, and the good ones are
-answered together.  At 16 clients the loop takes 4-6 such requests per turn, and the
-check was as costly as the engine call it shared (issue 24; figures: docs/performance.md).
+answered together.  At 16 clients the loop takes about 6 such requests per turn
+(``benchmarks/batch_census.py``), and each one's own check cost ~23 us of CPU, ~7 us
+when six are checked together (``benchmarks/batch_check_cost.py``; issue 24).
 
 A batch never changes an answer: its requests share a servable, options and column dtypes
 (:func:`batch_key`) and the engine their own size would get, and only requests whose
