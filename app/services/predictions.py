@@ -258,6 +258,8 @@ def _inline_response(
         return None
     if services.batcher.enabled:
         max_rows = services.settings.max_predict_rows
+        if n_rows == 1 and rows is instances:  # one record: checked with its batch-mates
+            return _batched_record(services, chosen, servable, request, rows)
         checked = check_rows(servable.signature, request.instances, max_rows)
         return _batched(services, chosen, servable, checked, request.options, request.instances)
     return _checked_response(services, chosen, servable, request)
@@ -295,6 +297,25 @@ async def _batched(
     return _write(services, chosen, servable, checked, options, rows, prediction)
 
 
+async def _batched_record(
+    services: Services,
+    chosen: Target,
+    servable: Servable,
+    request: PredictRequest,
+    instances: list[object],
+) -> Answer:
+    """:func:`_batched` for a request of one record, its check shared with the batch's
+    too (:meth:`app.batching.Batcher.predict_record`)."""
+    record = chosen.record
+    options = request.options
+    prediction, warnings = await services.batcher.predict_record(
+        servable, instances, predict_options(options), services.settings.max_predict_rows
+    )
+    n_rows = len(prediction.predictions)
+    services.metrics.observe_prediction(record.model, n_rows, record.version, chosen.alias)
+    return _written(chosen, servable, options, warnings, instances, prediction)
+
+
 def _response(
     services: Services, name: str, ref: str, request: PredictRequest, key: str | None
 ) -> Answer:
@@ -324,13 +345,31 @@ def _write(
     regression values, std) go to orjson as they are, without a Python float per cell.
     ``rows`` are the request's rows as given, for the alias's shadow; ``prediction``:
     already made (by a batch)."""
-    signature = servable.signature
     record = chosen.record
     if options.explain:
         check_explain_rows(services, _row_count(checked), ("instances",))
     prediction = prediction or predict_checked(  # (a Prediction is always true)
         services, record, servable, checked, predict_options(options), chosen.alias
     )
+    explanations = None
+    if options.explain:
+        explanation = explained(services, record, servable, checked)
+        explanations = explanation.document(options.explain_top)
+    return _written(chosen, servable, options, checked.warnings, rows, prediction, explanations)
+
+
+def _written(
+    chosen: Target,
+    servable: Servable,
+    options: PredictOptionsIn,
+    warnings: list[str],
+    rows: object,
+    prediction: Prediction,
+    explanations: object = None,
+) -> Answer:
+    """The response of a prediction: orjson writes numpy arrays as they are."""
+    signature = servable.signature
+    record = chosen.record
     response: dict[str, object] = {
         "model": record.model,
         "version": record.version,
@@ -341,9 +380,8 @@ def _write(
         response["classes"] = list(signature.classes)
     response.update(prediction.as_dict())  # only what was asked for
     if options.explain:
-        explanation = explained(services, record, servable, checked)
-        response["explanations"] = explanation.document(options.explain_top)
-    response["warnings"] = checked.warnings
+        response["explanations"] = explanations
+    response["warnings"] = warnings
     content = orjson.dumps(response, option=orjson.OPT_SERIALIZE_NUMPY)
     return Answer(content, chosen.shadow_of(rows, signature.task, prediction.predictions))
 

@@ -29,7 +29,7 @@ from ensembles.inference.engines import SKLEARN, Answer, Engine, SklearnEngine
 from ensembles.inference.fidelity import FidelityReport
 from ensembles.inference.gtil import ENGINE
 from ensembles.inference.result import Prediction, PredictOptions
-from ensembles.inference.rows import check_rows, numbers_only
+from ensembles.inference.rows import check_records_together, check_rows, numbers_only
 from ensembles.inference.servable import Rows, Servable, prepare
 from ensembles.inference.tables import check_table
 
@@ -49,6 +49,7 @@ __all__ = [
     "Rows",
     "Servable",
     "SklearnEngine",
+    "check_records_together",
     "check_row_count",
     "check_rows",
     "check_table",

@@ -36,7 +36,7 @@ from ensembles.inference.cells import (
 )
 from ensembles.signature import ModelSignature
 
-__all__ = ["check_rows", "exact_floats", "numbers_only"]
+__all__ = ["check_records_together", "check_rows", "exact_floats", "numbers_only"]
 
 _EXACT_INT = 2**53  # from here on an int may not survive a float64 (the careful path: int64)
 _NUMBERS = frozenset({float, int})
@@ -85,6 +85,41 @@ def check_rows(
         keyed.sort(key=lambda item: item[0])
         raise input_error("instances", [p for _, p in keyed], total)
     return CheckedColumns(arrays, extra_warnings(extra) + unseen_categories(signature, arrays))
+
+
+def check_records_together(
+    signature: ModelSignature, records: Sequence[object]
+) -> CheckedColumns | None:
+    """The checked columns of several one-record requests at once (``records``: each
+    request's only record, in order; one row each), or None unless every one of them,
+    checked alone by :func:`check_rows`, would take its fast path without a warning.
+
+    For one-row requests batched on the event loop (``app.batching``): one type check
+    and one array for all of them, where each request paid a :func:`check_rows` of its
+    own (~34 us of ~290 at 16 clients, issue 24).  The rows are those :func:`check_rows`
+    gives each alone, stacked, to the bit: a record holding exactly the feature names
+    (no extra column, so no warning) of cells that are all ints or floats passes the
+    type check together iff each passes it alone; numpy reads a Python int exactly
+    into a float64 below 2**53 whether its row holds floats or not (alone, an all-int
+    row goes through int64 first: the same numbers); and the largest magnitude of the
+    stack is below 2**53 (finite) iff each row's is.  None: check each alone (its own
+    problems, warnings and dtypes), as before.
+    """
+    names = signature.feature_names
+    if not signature.numbers_only or not records or not names:
+        return None
+    if set(map(type, records)) != {dict}:
+        return None
+    rows: Sequence[dict[str, Any]] = records  # type: ignore[assignment]  # (all dicts)
+    if set(map(len, rows)) != {len(names)}:
+        return None
+    try:
+        table = _few_floats(list(map(_cells_of(tuple(names)), rows)))
+    except KeyError:
+        return None  # a missing column (then an extra one too): the careful path
+    if table is None:
+        return None
+    return CheckedColumns(MatrixColumns(names, table), extra_warnings([]))
 
 
 def numbers_only(signature: ModelSignature) -> bool:

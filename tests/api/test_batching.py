@@ -5,6 +5,7 @@ are unchanged, a failing request fails alone, and /metrics shows the batch sizes
 from __future__ import annotations
 
 import asyncio
+import random
 import threading
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -16,10 +17,12 @@ from pydantic import ValidationError
 from app.batching import Batcher
 from app.metrics import Metrics
 from app.settings import Settings
-from ensembles.inference import Columns, PredictOptions
+from ensembles.errors import PredictionInputError
+from ensembles.inference import Columns, PredictOptions, check_rows
 from tests.api.conftest import make_settings, started
 from tests.api.support import IRIS_FEATURES, Api, forest, iris_frame
 from tests.api.test_predict_tables import ARROW, arrow_stream
+from tests.unit.datasets import frame
 from tests.unit.inference.test_batches import assert_same, request_columns, servable
 
 PROBA = PredictOptions(return_proba=True)
@@ -117,6 +120,96 @@ async def test_a_failing_request_does_not_fail_its_batch_on_the_event_loop() -> 
             assert_same(answer, server.predict(part, PROBA))
     # The joined call failed (not counted), then the five good ones were answered alone.
     assert sample(metrics, "ensemble_batch_requests_count") == 5
+
+
+def record_of(i: int) -> dict[str, Any]:
+    """Row ``i`` of iris as a request's one record (for ``servable("forest")``)."""
+    features = frame("iris").drop(columns="target")
+    return features.iloc[[i]].to_dict(orient="records")[0]  # type: ignore[return-value]
+
+
+def counted_row_checks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Counts the one-by-one checks of records (``check_rows``' fast way), as they run."""
+    from ensembles.inference import rows as rows_module
+
+    calls: list[int] = []
+    original = rows_module._numeric_records
+
+    def counting(records: Any, names: Any) -> Any:
+        calls.append(len(records))
+        return original(records, names)
+
+    monkeypatch.setattr(rows_module, "_numeric_records", counting)
+    return calls
+
+
+def answered_alone(server: Any, record: object, options: PredictOptions) -> Any:
+    """What a request of ``record`` gets alone: its prediction and warnings, or its error."""
+    try:
+        checked = check_rows(server.signature, [record])
+    except Exception as exc:
+        return exc
+    return server.predict(checked.columns, options), checked.warnings
+
+
+async def test_one_record_requests_of_a_turn_are_checked_together_in_one_call(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The records of a loop turn's batch are checked by one call, not one each (the
+    first of the turn is checked and answered alone, at once), and answered by one."""
+    metrics = Metrics()
+    batcher = Batcher(64, NO_CAP, metrics)
+    server = servable("forest")
+    batch = [[record_of(7 * i % 150)] for i in range(9)]
+    calls = counted_row_checks(monkeypatch)
+    answers = await asyncio.gather(*(batcher.predict_record(server, r, PROBA, None) for r in batch))
+    assert calls == [1]  # the first of the turn; the other eight were checked together
+    monkeypatch.undo()
+    for (prediction, warnings), request in zip(answers, batch, strict=True):
+        want, want_warnings = answered_alone(server, request[0], PROBA)
+        assert_same(prediction, want)
+        assert warnings == want_warnings == []
+    assert sample(metrics, "ensemble_batch_requests_count") == 2
+    assert sample(metrics, "ensemble_batch_requests_sum") == 9
+
+
+async def test_odd_records_in_a_batch_are_checked_alone_and_fail_alone() -> None:
+    """A bad cell, an extra column, a missing one, a bool, an int a float64 would round:
+    the batch's records are then checked one by one, each getting its own problems or
+    warnings, and the good ones (by dtype) still share a call."""
+    metrics = Metrics()
+    batcher = Batcher(64, NO_CAP, metrics)
+    server = servable("forest")
+    first, *rest = (record_of(11 * i % 150) for i in range(8))
+    odd = [
+        {**rest[0], "sepal length (cm)": "x"},
+        {**rest[1], "colour": 3},
+        {k: v for k, v in rest[2].items() if k != "petal width (cm)"},
+        {**rest[3], "petal length (cm)": True},
+        {**rest[4], "petal length (cm)": 2**53 + 1},
+        rest[5],
+        rest[6],
+    ]
+    requests = [[first], *([record] for record in odd)]
+    answers = await asyncio.gather(
+        *(batcher.predict_record(server, r, PROBA, None) for r in requests),
+        return_exceptions=True,
+    )
+    for answer, request in zip(answers, requests, strict=True):
+        want = answered_alone(server, request[0], PROBA)
+        if isinstance(want, Exception):
+            assert isinstance(answer, PredictionInputError)
+            assert isinstance(want, PredictionInputError)
+            assert str(answer) == str(want) and answer.problems == want.problems
+        else:
+            assert not isinstance(answer, BaseException), answer
+            assert_same(answer[0], want[0])
+            assert answer[1] == want[1]
+    assert answers[2][1] == ["extra columns ignored: colour"]  # type: ignore[index]
+    # The first alone; then the four good ones of the rest (the extra column, the int
+    # the careful way reads as a float64, two plain ones) in one call.
+    assert sample(metrics, "ensemble_batch_requests_count") == 2
+    assert sample(metrics, "ensemble_batch_requests_sum") == 5
 
 
 async def test_requests_whose_answers_are_summed_over_rows_are_answered_alone() -> None:
@@ -253,6 +346,69 @@ async def test_concurrent_api_requests_are_batched_with_unchanged_answers(
     assert requests == len(bodies) - 1  # every good request counted once
     assert calls < requests  # and some shared a call
     assert app.state.services.batcher.enabled
+
+
+def odd_record(rng: random.Random, start: int) -> dict[str, Any]:
+    """A one-record body's record: mostly a good row, else one a lone check refuses or
+    warns about (or takes the careful way)."""
+    record: dict[str, Any] = rows(1, start)[0]
+    column = rng.choice(IRIS_FEATURES)
+    change = rng.choice(["good"] * 6 + ["text", "bool", "none", "extra", "missing", "int", "big"])
+    if change == "text":
+        record[column] = "x"
+    elif change == "bool":
+        record[column] = True
+    elif change == "none":
+        record[column] = None
+    elif change == "extra":
+        record["colour"] = 1
+    elif change == "missing":
+        del record[column]
+    elif change == "int":
+        record[column] = int(record[column])
+    elif change == "big":
+        record[column] = 2**53 + 1
+    return record
+
+
+@pytest.mark.asyncio(loop_scope="module")
+@pytest.mark.parametrize("seed", range(6))
+async def test_concurrent_one_record_requests_get_their_lone_answers(
+    iris_api: tuple[Any, Api], seed: int
+) -> None:
+    """Random mixes of one-record bodies (good ones, odd cells, extra and missing
+    columns), sent at once: each gets, byte for byte, what it gets sent alone."""
+    _, api = iris_api
+    rng = random.Random(seed)
+    bodies = []
+    for _ in range(rng.randint(2, 14)):
+        body: dict[str, Any] = {"instances": [odd_record(rng, rng.randrange(150))]}
+        if rng.random() < 0.7:
+            body["options"] = {"return_proba": True}
+        bodies.append(body)
+    alone = [await api.predict("iris-rf", 1, body) for body in bodies]
+    together = await asyncio.gather(*(api.predict("iris-rf", 1, body) for body in bodies))
+    for one, joined in zip(alone, together, strict=True):
+        assert joined.status_code == one.status_code
+        if one.status_code == 200:
+            assert joined.content == one.content  # byte for byte
+        else:  # the same problem, but for its request id
+            assert {**joined.json(), "request_id": ""} == {**one.json(), "request_id": ""}
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_concurrent_one_record_requests_are_checked_once_per_batch(
+    iris_api: tuple[Any, Api], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ten one-record requests at once: the first is checked alone (answered at once),
+    the nine others together, not one check each."""
+    _, api = iris_api
+    body = {"instances": rows(1, 20), "options": {"return_proba": True}}
+    await api.predict("iris-rf", 1, body)  # the version resolved, the model loaded
+    calls = counted_row_checks(monkeypatch)
+    answers = await asyncio.gather(*(api.predict("iris-rf", 1, body) for _ in range(10)))
+    assert {a.status_code for a in answers} == {200}
+    assert calls == [1]
 
 
 def pa_table(frame: Any) -> Any:

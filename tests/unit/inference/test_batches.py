@@ -273,3 +273,27 @@ def test_the_key_of_one_matrix_s_columns_is_read_without_a_pass_over_them(
     columns["c"] = np.array([1, 2])  # changed: no matrix any more, the dict's own key
     key = batch_key(columns, PredictOptions(return_proba=True))
     assert key != expected and key[2][-1] == np.array([1, 2]).dtype
+
+
+def test_split_parts_are_the_predictions_their_init_makes() -> None:
+    """Parts are made without ``Prediction.__init__`` (one-row batches: the frozen
+    dataclass's seven ``object.__setattr__`` calls per part): each is still a frozen
+    Prediction whose fields are those ``__init__`` sets."""
+    from dataclasses import FrozenInstanceError, fields
+
+    from ensembles.inference.batches import _MADE_PLAINLY
+
+    assert _MADE_PLAINLY  # else the parts are made by __init__, as before
+    probabilities = np.arange(8.0).reshape(4, 2)
+    joined = Prediction(["a", "b", "a", "b"], probabilities=probabilities, engine="x")
+    parts = split_prediction(joined, [1, 2, 1])
+    for part, (start, end) in zip(parts, [(0, 1), (1, 3), (3, 4)], strict=True):
+        assert type(part) is Prediction
+        values = {f.name: getattr(part, f.name) for f in fields(Prediction)}
+        assert vars(part) == vars(Prediction(**values))
+        assert part.predictions == joined.predictions[start:end]
+        assert part.probabilities is not None and part.probabilities.flags.c_contiguous
+        assert part.probabilities.tobytes() == probabilities[start:end].tobytes()
+        assert (part.votes, part.std, part.engine) == (None, None, "x")
+        with pytest.raises(FrozenInstanceError):
+            part.engine = "y"  # type: ignore[misc]
