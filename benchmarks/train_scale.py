@@ -5,7 +5,8 @@ A random forest (default: 300 trees, ``min_samples_leaf=20``) on a generated tab
 timed three ways in one run, each ``--rounds`` times:
 
 * **service, local workers**: ``python -m app`` on a free loopback port, from the submit
-  call to the version being visible (``GET .../versions/{n}`` answers 200);
+  call to the version (the submit asks ``?wait=true``: nothing is sent while the job
+  trains, see :func:`train_and_wait`);
 * **service, Dask**: the same with ``ENSEMBLE_DASK_SCHEDULER`` pointing at a
   ``distributed.LocalCluster`` of 2 worker processes x 1 thread started here;
 * **direct**: ``RandomForestClassifier(..., n_jobs=-1, oob_score=True)`` fitted in this
@@ -89,7 +90,7 @@ def lightgbm_spec(boosting_rounds: int) -> dict[str, Any]:
 def through_service(
     body: bytes, ensemble: dict[str, Any], rounds: int, **settings: str
 ) -> list[tuple[float, float]]:
-    """(seconds from submit to visible version, of which ``train()``: fit and metrics),
+    """(seconds from submit to the version, of which ``train()``: fit and metrics),
     ``rounds`` times, on a fresh service."""
     with scale_service(body, ensemble, **settings) as train_once:
         return [train_once() for _ in range(rounds)]
@@ -100,7 +101,7 @@ def scale_service(
     body: bytes, ensemble: dict[str, Any], **settings: str
 ) -> Iterator[Callable[[], tuple[float, float]]]:
     """A fresh service with the table uploaded; yields a function that trains the
-    ensemble once and answers (wall s from submit to visible version, train() s)."""
+    ensemble once and answers (wall s from submit to the version, train() s)."""
     from service_bench import service
 
     with tempfile.TemporaryDirectory(prefix="ensemble-train-scale-") as tmp:
@@ -176,10 +177,10 @@ def train_and_wait(
     the version), and nothing is sent while the job trains.  Should the wait end first
     (202 after ``ENSEMBLE_WAIT_TIMEOUT_S``), the job is read every WAIT_POLL_S, as the
     client's ``wait_job`` does.  This bench used to ask for the version and the job every
-    50 ms: on the 2-core machine the server and this process then took ~0.16 s of CPU a
-    second from the fit they were timing (3.5 ms a round trip), so the service's
-    ``train()`` of the 200,000-row forest was slower than in process (issue 24 item 5;
-    ``benchmarks/forest_worker_gap.py``)."""
+    50 ms: the server and this process then spent 0.08-0.16 s of CPU a second, taken from
+    the fit they timed (2 cores; on a shared host, from the share of the bench's session),
+    so the service's ``train()`` of the 200,000-row forest was slower than the same
+    ``train()`` in process (issue 24 item 5; ``benchmarks/forest_worker_gap.py``)."""
     started = time.perf_counter()
     response = client.post(f"/v1/models/{model}/versions", params={"wait": "true"}, json=request)
     if response.status_code == 202:  # still training when the wait ended: follow the job
