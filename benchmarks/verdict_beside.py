@@ -2,11 +2,11 @@
 (:mod:`ensembles.engine_verdict`), in process, alternating, on the same generated rows.
 
 Each round runs both ways in turn (the order swapping every round): ``train()`` then
-``inference_verdict`` with the job's threads, and ``train(on_fitted=verdict.start)`` then
-``verdict.result()``.  Printed per run: wall and process CPU seconds of train + verdict,
-the metrics' sha (must match between the two) and the verdict without its seconds and
-crossover (must match too); at the end the medians and the median of the per-round
-ratios beside / after.
+``inference_verdict`` with the job's threads, and ``train(on_fitted=verdict.start,
+on_explaining=verdict.explaining)`` then ``verdict.result()``.  Printed per run: wall
+and process CPU seconds of train + verdict, the metrics' sha (must match between the two)
+and the verdict without its seconds and crossover (must match too); at the end the
+medians and the median of the per-round ratios beside / after.
 
     PYTHONPATH=. .venv/bin/python benchmarks/verdict_beside.py lightgbm 200000 500 3
     PYTHONPATH=. .venv/bin/python benchmarks/verdict_beside.py random_forest 200000 100 3
@@ -62,7 +62,9 @@ def _once(mode: str, data: Any, spec: Any) -> dict[str, Any]:
 
             return timed_wait
 
-        fitted = train(data, spec, evaluation, 0, pool=pool, on_fitted=start)
+        fitted = train(
+            data, spec, evaluation, 0, pool=pool, on_fitted=start, on_explaining=beside.explaining
+        )
         finishing = time.perf_counter()
         verdict = beside.result()
         after_s = time.perf_counter() - finishing

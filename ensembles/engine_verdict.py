@@ -12,6 +12,16 @@ the estimator back its stored threads.  The calibration times the engines: it ru
 after ``train()``, with nothing beside it and the estimator as it is served (one thread),
 as it always did.
 
+One part waits for the explanation summary: for a model of scikit-learn's trees the summary
+is shap's TreeSHAP, which holds the GIL on one core for seconds (a 100-tree forest on
+50,000 rows: ~1.9 s, after ~1.0 s of figures on both cores).  Checked from the start, the
+whole check ran beside the figures, and the explanation ran alone with the other core
+idle.  So for such a model the check does its own preparation and scikit-learn's side
+beside the figures, and holds GTIL's answers (a native call without the GIL, ~1.2 s of
+CPU for that forest) until ``train()`` begins the summary (:meth:`EngineVerdict.explaining`,
+``train()``'s ``on_explaining``): GTIL then takes the core the summary leaves.  Other models
+(the boosting libraries explain with their own threaded code) check at once, as before.
+
 The verdict is the one the job made in turn (the same compiled engine, the same check on
 the same rows in the same order, the same decision); only its seconds differ.  A failure
 in it is raised where the verdict was computed before (after ``train()``'s own errors);
@@ -29,6 +39,7 @@ import pandas as pd
 from sklearn.pipeline import Pipeline
 
 from ensembles.errors import TrainingCancelledError
+from ensembles.explain.summary import holds_the_gil
 from ensembles.inference.compiling import Compiled, calibrated, compile_model, verdict_of
 from ensembles.inference.fidelity import FidelityReport
 from ensembles.tasks import Task
@@ -41,7 +52,9 @@ CANCEL_POLL_S = 0.1  # how often a wait for the check reads the cancel token
 
 class EngineVerdict:
     """One job's verdict: :meth:`start` (``train()``'s ``on_fitted``) checks on a thread,
-    :meth:`result` calibrates and gives the version's ``inference`` metadata.
+    :meth:`explaining` (``train()``'s ``on_explaining``) lets a check that waits for the
+    explanation summary go on, :meth:`result` calibrates and gives the version's
+    ``inference`` metadata.
 
     ``on_checked`` (tests): called on the check's thread once it is done."""
 
@@ -56,6 +69,7 @@ class EngineVerdict:
         self.task, self.random_state, self.threads = task, random_state, threads
         self.cancel, self.on_checked = cancel, on_checked
         self._done = threading.Event()
+        self._explaining = threading.Event()
         self._thread: threading.Thread | None = None
         self._X_train: pd.DataFrame | None = None
         self._checked: tuple[Compiled | None, FidelityReport] | None = None
@@ -79,6 +93,7 @@ class EngineVerdict:
                 self.random_state,
                 calibrate=False,
                 threads=self.threads,
+                before_compiled=self._until_explaining if holds_the_gil(pipeline) else None,
             )
         except BaseException as exc:  # raised by result(), in the job's thread
             self._error = exc
@@ -87,11 +102,24 @@ class EngineVerdict:
             if self.on_checked is not None:
                 self.on_checked()
 
+    def explaining(self) -> None:
+        """The explanation summary begins (or will not run): GTIL may answer the check."""
+        self._explaining.set()
+
+    def _until_explaining(self) -> None:
+        """Hold the check's GTIL answers until :meth:`explaining`, reading the cancel
+        token every CANCEL_POLL_S: TrainingCancelledError when it is set."""
+        while not self._explaining.wait(CANCEL_POLL_S):
+            if self.cancel is not None and self.cancel.is_set():
+                raise TrainingCancelledError("training was cancelled")
+
     def wait(self) -> None:
         """Return once the check is done (it no longer reads the pipeline), reading the
-        cancel token every CANCEL_POLL_S: TrainingCancelledError when it is set."""
+        cancel token every CANCEL_POLL_S: TrainingCancelledError when it is set.  A check
+        held for the summary goes on: nothing runs beside it any more."""
         if self._thread is None:
             raise RuntimeError("the verdict was never started")
+        self.explaining()
         while not self._done.wait(CANCEL_POLL_S):
             if self.cancel is not None and self.cancel.is_set():
                 raise TrainingCancelledError("training was cancelled")

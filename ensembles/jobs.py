@@ -91,6 +91,7 @@ def train_and_publish(
         cancel=cancel,
         pool=pool,
         on_fitted=verdict.start,
+        on_explaining=verdict.explaining,
     )
     if cancel.is_set():
         raise TrainingCancelledError("training was cancelled")

@@ -81,6 +81,10 @@ from ensembles.training_run import Run
 # changes the pipeline (its threads): it must return only when the work no longer reads
 # the pipeline, or raise (TrainingCancelledError when cancelled while waiting).
 OnFitted = Callable[[Pipeline, pd.DataFrame], Callable[[], None]]
+# Called as the explanation summary begins (or, when the measuring before it fails, as
+# train() gives up): work beside the measuring may hold what is best run beside the
+# summary until then (the engine verdict's GTIL answers, beside shap's TreeSHAP).
+OnExplaining = Callable[[], None]
 
 
 @dataclass
@@ -108,10 +112,12 @@ def train(
     cancel: CancelToken | None = None,
     pool: MemberPool | None = None,
     on_fitted: OnFitted | None = None,
+    on_explaining: OnExplaining | None = None,
 ) -> FittedModel:
     """Split, fit, measure.  ``spec`` must come from ``validation.resolve_ensemble``;
     members are fitted on ``pool`` (default: a thread per CPU of this process);
-    ``on_fitted``: work beside the measuring (see :data:`OnFitted`)."""
+    ``on_fitted``: work beside the measuring (see :data:`OnFitted`); ``on_explaining``:
+    see :data:`OnExplaining`."""
     run = Run(on_progress, cancel, pool or MemberPool.local())
     started = time.perf_counter()
     notes: list[str] = []
@@ -120,16 +126,16 @@ def train(
     run.check()
     fit = _fit(data, spec, rows, random_state, run, notes)
     beside = None if on_fitted is None else on_fitted(fit.pipeline, rows.X_train)
-    run.report(0, 1, "evaluating")
-    with run.predicting():
-        scores = score_fit(fit, rows, random_state, notes)
-    run.check()
-    cv, collector = cv_scores(data, fit, rows, evaluation, random_state, run, notes)
+    explaining = on_explaining or (lambda: None)
     timings: dict[str, Any] = {}
-    science = measure_science(
-        fit, rows, scores, evaluation, collector, random_state, run, notes, timings
-    )
-    run.check()
+    try:
+        scores, cv, science = _measure(
+            fit, rows, data, evaluation, random_state, run, notes, timings
+        )
+    except BaseException:
+        explaining()  # nothing waits for a summary that will not run
+        raise
+    explaining()
     explained_at = time.perf_counter()
     with run.predicting():
         science["explanations"] = _explanations(fit, rows, scores, notes)
@@ -155,6 +161,29 @@ def train(
             **timings,
         },
     )
+
+
+def _measure(
+    fit: Fit,
+    rows: Rows,
+    data: TrainingData,
+    evaluation: EvaluationSpec,
+    random_state: int,
+    run: Run,
+    notes: list[str],
+    timings: dict[str, Any],
+) -> tuple[Scores, metrics.Scores | None, dict[str, Any]]:
+    """The figures before the explanation summary: scores, cross-validation, science."""
+    run.report(0, 1, "evaluating")
+    with run.predicting():
+        scores = score_fit(fit, rows, random_state, notes)
+    run.check()
+    cv, collector = cv_scores(data, fit, rows, evaluation, random_state, run, notes)
+    science = measure_science(
+        fit, rows, scores, evaluation, collector, random_state, run, notes, timings
+    )
+    run.check()
+    return scores, cv, science
 
 
 def _check_evaluation(evaluation: EvaluationSpec, rows: Rows, task: Task) -> None:

@@ -136,6 +136,14 @@ def tree_work(estimator: Any) -> float:
     return sum(tree_work(m) for m in flat)
 
 
+def holds_the_gil(pipeline: Pipeline) -> bool:
+    """Is this model's summary shap's TreeSHAP of scikit-learn's trees?  Its native call
+    holds the GIL for all the rows it is given, on one core (the boosting libraries'
+    own TreeSHAP runs on their threads without it): work that needs no GIL is best run
+    beside it (:mod:`ensembles.engine_verdict`)."""
+    return tree_work(pipeline) > 0
+
+
 def summary_rows(work: float, available: int) -> int:
     """How many rows fit ``WORK_BUDGET`` (at least ``MIN_ROWS``, at most ``available``)."""
     if work <= 0:

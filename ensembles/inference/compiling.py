@@ -118,6 +118,7 @@ def compile_model(
     *,
     calibrate: bool = True,
     threads: int = 1,
+    before_compiled: Callable[[], None] | None = None,
 ) -> tuple[Compiled | None, FidelityReport]:
     """Compile the ensemble step and check it against scikit-learn on ``X_check`` + probes.
 
@@ -126,6 +127,10 @@ def compile_model(
     model, or None with the reason, and the report to keep in the version's metadata.
     ``calibrate`` measures the crossover row count on this model (else DEFAULT_MAX_ROWS).
     ``threads``: GTIL's threads for the check's rows (the engine serves with one).
+    ``before_compiled``: called before GTIL answers the check's rows of a compiled tree
+    model, scikit-learn's side already under way (a job holds GTIL there until it has
+    cores to spare: :mod:`ensembles.engine_verdict`); the time it takes is not counted
+    in ``check_seconds``.
     """
     started = time.perf_counter()
     estimator = pipeline[-1]
@@ -147,7 +152,9 @@ def compile_model(
     if Xt.shape[0] == 0:
         return None, _refused("no rows to check the compiled model on", started, compile_seconds)
     rows = np.vstack([Xt, probe_rows(estimator, Xt, rng=rng, missing=plan.routes_missing)])
-    return _checked(compiled, rows, X_check, calibrate, started, compile_seconds, threads)
+    return _checked(
+        compiled, rows, X_check, calibrate, started, compile_seconds, threads, before_compiled
+    )
 
 
 def _compile_composite(
@@ -198,13 +205,24 @@ def _checked(
     started: float,
     compile_seconds: float,
     threads: int = 1,
+    before_compiled: Callable[[], None] | None = None,
 ) -> tuple[Compiled | None, FidelityReport]:
-    """The compiled model if it answers as scikit-learn on ``rows``, calibrated; the report."""
+    """The compiled model if it answers as scikit-learn on ``rows``, calibrated; the report
+    (``before_compiled``: see :func:`compile_model`; its time is taken off the check's)."""
     members = compiled.members if isinstance(compiled, CompiledComposite) else ()
     checking = (
         replace(compiled, threads=threads) if isinstance(compiled, CompiledModel) else compiled
     )
-    reason, max_diff = _check(checking, rows)
+    waited = [0.0]
+
+    def hold() -> None:
+        if before_compiled is not None:
+            held_at = time.perf_counter()
+            before_compiled()
+            waited[0] += time.perf_counter() - held_at
+
+    reason, max_diff = _check(checking, rows, hold)
+    started += waited[0]  # the hold is neither compiling nor checking
     if reason is not None:
         return None, _refused(reason, started, compile_seconds, max_diff, len(rows), members)
     report = FidelityReport(
@@ -273,13 +291,16 @@ def rebuild(
     )
 
 
-def _check(compiled: Compiled, rows: FloatArray) -> tuple[str | None, float]:
+def _check(
+    compiled: Compiled, rows: FloatArray, before_compiled: Callable[[], None] | None = None
+) -> tuple[str | None, float]:
     """Compare the compiled answers with the estimator's own on ``rows``.
 
     For a compiled tree model, scikit-learn's side runs in a thread of its own while the
     compiled engine answers (both release the GIL in native code: GTIL's threads and,
     say, LightGBM's single predict thread share the job's cores); its failure counts
-    only once the compiled side has answered, as when they ran one after the other.  A
+    only once the compiled side has answered, as when they ran one after the other.
+    ``before_compiled`` is called once scikit-learn's side is under way, before GTIL.  A
     composite's check runs them in turn (whether scikit-learn is asked for probabilities
     follows from the compiled answer: hard voting has none).
     """
@@ -288,6 +309,8 @@ def _check(compiled: Compiled, rows: FloatArray) -> tuple[str | None, float]:
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="own-answers") as side:
         # A compiled tree model always gives probabilities for a classifier.
         own = side.submit(_own, compiled, rows, compiled.task == "classification")
+        if before_compiled is not None:
+            before_compiled()
         return _compared(compiled, rows, lambda _with_proba: own.result())
 
 

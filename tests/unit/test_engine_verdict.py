@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import joblib
@@ -13,9 +14,11 @@ import pandas as pd
 import pytest
 from sklearn.pipeline import Pipeline
 
+from ensembles import evaluation, training
 from ensembles.engine_verdict import EngineVerdict
 from ensembles.errors import TrainingCancelledError
-from ensembles.inference import ENGINE, inference_verdict
+from ensembles.inference import ENGINE, gtil, inference_verdict
+from ensembles.inference import compiled as compiled_module
 from ensembles.parallel import MemberPool
 from ensembles.specs import EvaluationSpec, parse_estimator_spec
 from ensembles.training import FittedModel, train
@@ -129,3 +132,89 @@ def test_what_the_check_raises_is_raised_by_the_result(monkeypatch: pytest.Monke
     verdict.start(fitted.pipeline, fitted.train_rows)()  # the wait itself does not raise
     with pytest.raises(RuntimeError, match="broken by the test"):
         verdict.result()
+
+
+def _events(
+    monkeypatch: pytest.MonkeyPatch, verdict: EngineVerdict, hold_s: float
+) -> tuple[list[str], Callable[[], None]]:
+    """What happens after the fit, in order: "figures" once the scores are measured,
+    "explaining" as train() says the summary begins (the returned ``on_explaining``),
+    "gtil" when the check's thread asks GTIL.  The scores wait for GTIL's call (at most
+    ``hold_s``): a check that does not hold GTIL until the summary asks it meanwhile."""
+    events: list[str] = []
+    asked = threading.Event()
+    real_scores, real_gtil = evaluation.score_fit, gtil.gtil_scores
+
+    def gtil_scores(*args: Any, **kwargs: Any) -> Any:
+        if threading.current_thread().name == "engine-verdict":
+            events.append("gtil")
+            asked.set()
+        return real_gtil(*args, **kwargs)
+
+    def scores(*args: Any, **kwargs: Any) -> Any:
+        asked.wait(hold_s)
+        events.append("figures")
+        return real_scores(*args, **kwargs)
+
+    def explaining() -> None:
+        events.append("explaining")
+        verdict.explaining()
+
+    monkeypatch.setattr(compiled_module, "gtil_scores", gtil_scores)
+    monkeypatch.setattr(training, "score_fit", scores)
+    return events, explaining
+
+
+def test_a_forest_check_holds_gtil_until_the_summary_begins(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """shap's TreeSHAP holds the GIL on one core: GTIL's answers wait for it and take the
+    other core then, instead of taking a core from the figures (fails on the code before:
+    GTIL answered during the figures)."""
+    raw = {"kind": "random_forest", "params": {"n_estimators": 12}}
+    after = _train("breast_cancer", raw)
+    verdict = EngineVerdict("classification", RS, 2)
+    events, explaining = _events(monkeypatch, verdict, hold_s=2.0)
+    fitted = _train("breast_cancer", raw, on_fitted=verdict.start, on_explaining=explaining)
+    result = verdict.result()
+    assert events == ["figures", "explaining", "gtil"]
+    assert result["engine"] == ENGINE
+    assert fitted.metrics.model_dump() == after.metrics.model_dump()
+    verdict_after = inference_verdict(after.pipeline, "classification", after.train_rows, RS, 2)
+    assert {k: v for k, v in result.items() if k not in TIMED} == {
+        k: v for k, v in verdict_after.items() if k not in TIMED
+    }
+
+
+def test_a_lightgbm_check_asks_gtil_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """LightGBM explains with its own threads, without the GIL: nothing to wait for."""
+    verdict = EngineVerdict("classification", RS, 2)
+    events, explaining = _events(monkeypatch, verdict, hold_s=60.0)
+    _train(
+        "wine",
+        {"kind": "lightgbm", "params": {"n_estimators": 10}},
+        on_fitted=verdict.start,
+        on_explaining=explaining,
+    )
+    assert verdict.result()["engine"] == ENGINE
+    assert events == ["gtil", "figures", "explaining"]
+
+
+def test_a_check_held_for_the_summary_ends_when_the_measuring_fails(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    checked = threading.Event()
+
+    def broken(*_args: Any, **_kwargs: Any) -> Any:
+        raise RuntimeError("broken by the test")
+
+    monkeypatch.setattr(training, "measure_science", broken)
+    verdict = EngineVerdict("classification", RS, 2, on_checked=checked.set)
+    with pytest.raises(RuntimeError, match="broken by the test"):
+        _train(
+            "breast_cancer",
+            {"kind": "random_forest", "params": {"n_estimators": 6}},
+            on_fitted=verdict.start,
+            on_explaining=verdict.explaining,
+        )
+    assert checked.wait(60)  # not held for a summary that never runs
