@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -134,17 +134,11 @@ class Batcher:
             return self._alone(servable, columns, options)
         loop = asyncio.get_running_loop()
         key = (id(servable), batch_key(columns, options))
-        batch = self._open.get(key)
-        if batch is not None and not self._fits(batch, servable, rows, loop.time()):
-            self._flush(key, batch)
-            batch = None
-        if batch is None:
-            if key not in self._seen:  # the first of its turn: answered at once, alone
-                self._first_of_turn(loop, key)
-                return self._alone(servable, columns, options)
-            batch = _Open(servable, options, loop.time())
-            self._open[key] = batch
-            loop.call_soon(self._flush, key, batch)
+        batch = self._joined(
+            loop, key, servable, rows, lambda: _Open(servable, options, loop.time())
+        )
+        if batch is None:  # the first of its turn: answered at once, alone
+            return self._alone(servable, columns, options)
         if not isinstance(batch, _Open):  # (keys of checked columns name only these)
             raise TypeError(f"unexpected batch {type(batch).__name__}")
         future: asyncio.Future[Prediction] = loop.create_future()
@@ -168,17 +162,11 @@ class Batcher:
             return self._checked_alone(servable, instances, options, max_rows)
         loop = asyncio.get_running_loop()
         key = (_RECORDS, id(servable), options, max_rows)
-        batch = self._open.get(key)
-        if batch is not None and not self._fits(batch, servable, 1, loop.time()):
-            self._flush(key, batch)
-            batch = None
-        if batch is None:
-            if key not in self._seen:  # the first of its turn: answered at once, alone
-                self._first_of_turn(loop, key)
-                return self._checked_alone(servable, instances, options, max_rows)
-            batch = _OpenRecords(servable, options, max_rows, loop.time())
-            self._open[key] = batch
-            loop.call_soon(self._flush, key, batch)
+        batch = self._joined(
+            loop, key, servable, 1, lambda: _OpenRecords(servable, options, max_rows, loop.time())
+        )
+        if batch is None:  # the first of its turn: answered at once, alone
+            return self._checked_alone(servable, instances, options, max_rows)
         if not isinstance(batch, _OpenRecords):  # (keys of records name only these)
             raise TypeError(f"unexpected batch {type(batch).__name__}")
         future: asyncio.Future[Checked] = loop.create_future()
@@ -186,6 +174,30 @@ class Batcher:
         batch.waiting.append(future)
         batch.rows += 1
         return await future
+
+    def _joined(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        key: Hashable,
+        servable: Servable,
+        rows: int,
+        opened: Callable[[], _Open | _OpenRecords],
+    ) -> _Open | _OpenRecords | None:
+        """The open batch of ``key`` a request of ``rows`` rows joins (a full or old one
+        flushed first, a new one ``opened`` and its flush scheduled), or None for the
+        first request of ``key`` in this loop turn, to be answered at once, alone."""
+        batch = self._open.get(key)
+        if batch is not None and not self._fits(batch, servable, rows, loop.time()):
+            self._flush(key, batch)
+            batch = None
+        if batch is None:
+            if key not in self._seen:
+                self._first_of_turn(loop, key)
+                return None
+            batch = opened()
+            self._open[key] = batch
+            loop.call_soon(self._flush, key, batch)
+        return batch
 
     def _checked_alone(
         self,
