@@ -347,26 +347,20 @@ class Batcher:
                 self.metrics.observe_batch(count, count)
                 split = split_prediction(joined, [1] * count)
                 return [(answer, list(together.warnings)) for answer in split]
-        checked: list[CheckedColumns | Exception] = []
-        for instances in batch.requests:
-            try:
-                checked.append(check_rows(servable.signature, instances, batch.max_rows))
-            except Exception as exc:
-                checked.append(exc)
-        outcomes: list[Checked | Exception] = []
+        outcomes: dict[int, Checked | Exception] = {}
         groups: dict[Hashable, list[tuple[int, CheckedColumns]]] = {}
-        for i, one in enumerate(checked):
-            if isinstance(one, Exception):
-                outcomes.append(one)
+        for i, instances in enumerate(batch.requests):
+            try:
+                one = check_rows(servable.signature, instances, batch.max_rows)
+            except Exception as exc:
+                outcomes[i] = exc
             else:
-                outcomes.append(one)  # type: ignore[arg-type]  # replaced below
                 groups.setdefault(batch_key(one.columns, options), []).append((i, one))
         for members in groups.values():
-            parts = [one.columns for _, one in members]
-            outcomes_of_group = self._answer(servable, parts, options)
-            for (i, one), answer in zip(members, outcomes_of_group, strict=True):
+            answers = self._answer(servable, [one.columns for _, one in members], options)
+            for (i, one), answer in zip(members, answers, strict=True):
                 outcomes[i] = answer if isinstance(answer, Exception) else (answer, one.warnings)
-        return outcomes
+        return [outcomes[i] for i in range(len(batch.requests))]
 
     def _outcome(self, servable: Servable, columns: Columns, options: PredictOptions) -> Outcome:
         try:
