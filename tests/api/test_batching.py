@@ -245,9 +245,9 @@ async def test_the_first_of_a_turn_joins_the_batch_when_others_are_waiting(
     metrics = Metrics()
     batcher = Batcher(64, NO_CAP, metrics, waiting_requests(1))
     parts = one_row_parts("forest", 5)
-    answers = await asyncio.gather(*(batcher.predict(server, p, PROBA) for p in parts))
-    for answer, part in zip(answers, parts, strict=True):
-        assert_same(answer, server.predict(part, PROBA))
+    predictions = await asyncio.gather(*(batcher.predict(server, p, PROBA) for p in parts))
+    for prediction, part in zip(predictions, parts, strict=True):
+        assert_same(prediction, server.predict(part, PROBA))
     assert sample(metrics, "ensemble_batch_requests_count") == 1
     # Nothing waiting: the first alone, at once.
     metrics = Metrics()
