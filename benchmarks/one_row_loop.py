@@ -292,21 +292,16 @@ def _paired(trees: dict[str, str], args: argparse.Namespace) -> None:
             command, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
         )
     for child in children.values():
-        assert child.stdout is not None
-        while child.stdout.readline().strip() != "ready":
-            pass
+        _line_starting(child, "ready")
     found: dict[str, list[float]] = {name: [] for name in trees}
     for r in range(rounds):
         order = list(trees) if r % 2 == 0 else list(reversed(trees))
         for name in order:
             child = children[name]
-            assert child.stdin is not None and child.stdout is not None
+            assert child.stdin is not None
             child.stdin.write("go\n")
             child.stdin.flush()
-            line = child.stdout.readline()
-            while not line.startswith('{"cpu_us"'):
-                line = child.stdout.readline()
-            found[name].append(json.loads(line)["cpu_us"][0])
+            found[name].append(json.loads(_line_starting(child, '{"cpu_us"'))["cpu_us"][0])
     for child in children.values():
         assert child.stdin is not None
         child.stdin.close()
@@ -320,6 +315,15 @@ def _paired(trees: dict[str, str], args: argparse.Namespace) -> None:
     below = sum(r < 1 for r in ratios)
     median = statistics.median(ratios)
     print(f"{last}/{first} per round: median {median:.3f} ({below} of {rounds} below 1)")
+
+
+def _line_starting(child: subprocess.Popen[str], start: str) -> str:
+    """The child's next line of output that starts with ``start`` (its others skipped)."""
+    assert child.stdout is not None
+    for line in child.stdout:
+        if line.startswith(start):
+            return line
+    raise RuntimeError(f"the measuring process ended (status {child.wait()})")
 
 
 if __name__ == "__main__":
