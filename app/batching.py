@@ -5,9 +5,12 @@ Two ways in, one for each place a prediction runs:
 
 * on the event loop (:meth:`Batcher.predict`; small requests that native engines answer):
   the first request of a key in a loop turn is answered at once, alone, as it would be
-  without batching; the next ones of the same turn (requests whose bytes arrived
-  together) join one batch, flushed with ``loop.call_soon`` at the end of the turn, when
-  it holds ``max_rows`` rows, or when a request finds it open for ``max_wait`` already.
+  without batching, unless other requests came in the same turn and are yet to run
+  (the server's count, :mod:`app.server.arrivals`; then it opens the batch, and the
+  turn's requests share one call where they shared two); the next ones of the same turn
+  (requests whose bytes arrived together) join one batch, flushed with
+  ``loop.call_soon`` at the end of the turn, when it holds ``max_rows`` rows, or when a
+  request finds it open for ``max_wait`` already.
   The loop never sleeps for batch-mates: on this 2-core machine, loaded by other work, a
   timer wait of 1 ms (until as many requests as the last batch held had joined) cost the
   process its CPU slice at every wait, and 16 clients got 184 req/s instead of 854;
@@ -41,6 +44,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from app.metrics import Metrics
+from app.server.arrivals import ARRIVALS, Arrivals
 from ensembles.inference import (
     CheckedColumns,
     Columns,
@@ -109,7 +113,13 @@ class _Lane:
 class Batcher:
     """Joins concurrent predictions (``max_wait`` 0: each request is answered alone)."""
 
-    def __init__(self, max_rows: int, max_wait_ms: float, metrics: Metrics) -> None:
+    def __init__(
+        self,
+        max_rows: int,
+        max_wait_ms: float,
+        metrics: Metrics,
+        arrivals: Arrivals = ARRIVALS,
+    ) -> None:
         self.max_rows = max_rows
         self.max_wait = max_wait_ms / 1000
         self.enabled = max_wait_ms > 0 and max_rows > 1
@@ -118,6 +128,7 @@ class Batcher:
         self._seen: set[Hashable] = set()  # keys of the requests of this loop turn
         self._lanes: dict[Hashable, _Lane] = {}
         self._lock = threading.Lock()
+        self._arrivals = arrivals  # requests of this turn yet to run (the server's count)
 
     def _joins(self, servable: Servable, rows: int, options: PredictOptions) -> bool:
         """May this request share an engine call (else it is answered alone)?"""
@@ -137,7 +148,7 @@ class Batcher:
         batch = self._joined(
             loop, key, servable, rows, lambda: _Open(servable, options, loop.time())
         )
-        if batch is None:  # the first of its turn: answered at once, alone
+        if batch is None:  # the first of its turn, none waiting: answered at once, alone
             return self._alone(servable, columns, options)
         if not isinstance(batch, _Open):  # (keys of checked columns name only these)
             raise TypeError(f"unexpected batch {type(batch).__name__}")
@@ -165,7 +176,7 @@ class Batcher:
         batch = self._joined(
             loop, key, servable, 1, lambda: _OpenRecords(servable, options, max_rows, loop.time())
         )
-        if batch is None:  # the first of its turn: answered at once, alone
+        if batch is None:  # the first of its turn, none waiting: answered at once, alone
             return self._checked_alone(servable, instances, options, max_rows)
         if not isinstance(batch, _OpenRecords):  # (keys of records name only these)
             raise TypeError(f"unexpected batch {type(batch).__name__}")
@@ -185,7 +196,8 @@ class Batcher:
     ) -> _Open | _OpenRecords | None:
         """The open batch of ``key`` a request of ``rows`` rows joins (a full or old one
         flushed first, a new one ``opened`` and its flush scheduled), or None for the
-        first request of ``key`` in this loop turn, to be answered at once, alone."""
+        first request of ``key`` in this loop turn when no other request of the turn is
+        waiting to run, to be answered at once, alone."""
         batch = self._open.get(key)
         if batch is not None and not self._fits(batch, servable, rows, loop.time()):
             self._flush(key, batch)
@@ -193,7 +205,8 @@ class Batcher:
         if batch is None:
             if key not in self._seen:
                 self._first_of_turn(loop, key)
-                return None
+                if self._arrivals.waiting <= 0:
+                    return None  # nothing else came in this turn: answered at once
             batch = opened()
             self._open[key] = batch
             loop.call_soon(self._flush, key, batch)

@@ -12,6 +12,12 @@ with the host; ``--trees`` runs each tree in a process of its own, in alternatin
 ``--scenario single_1_arrow`` sends ``make bench``'s one-row Arrow IPC body instead of the
 JSON one.  ``--clients N`` hands N requests to the protocol objects (one per connection) in the same
 loop turn, as N clients whose bytes arrived together would (batching sees them as such).
+``--pairs N`` starts the trees together and runs one batch of each in turn, N rounds: the
+two are measured seconds apart instead of minutes, and a loaded host moves them alike
+(the per-round ratio is the figure to read).
+
+    PYTHONPATH=. .venv/bin/python benchmarks/one_row_loop.py --data /tmp/tree-cpu-ab \
+        --trees base=/work/main,new=. --clients 6 --requests 1200 --pairs 20
 """
 
 from __future__ import annotations
@@ -195,6 +201,15 @@ async def measure(
             print(f"{count / (requests // clients * clients):7.1f}  {group}")
         stats.sort_stats(profile).print_stats(60)
         return
+    if batches == 0:  # --pairs: a batch each time the parent writes a line
+        print("ready", flush=True)
+        while sys.stdin.readline():
+            started = time.process_time()
+            await round_trips(requests // clients)
+            spent = (time.process_time() - started) / (requests // clients * clients) * 1e6
+            print(json.dumps({"cpu_us": [spent]}), flush=True)
+        await lifespan.shutdown()
+        return
     figures = []
     for _ in range(batches):
         started = time.process_time()
@@ -217,6 +232,13 @@ def main() -> None:
     parser.add_argument(
         "--scenario", default="single_1", help="service_bench's one-row body: single_1_arrow"
     )
+    parser.add_argument(
+        "--pairs",
+        type=int,
+        default=0,
+        help="N: the trees started at once, then N rounds of one batch each, in turn "
+        "(measured seconds apart, not minutes: a loaded host moves them alike)",
+    )
     parser.add_argument(ONE, nargs="?")
     args = parser.parse_args()
     data = Path(args.data)
@@ -236,6 +258,9 @@ def main() -> None:
         )
         return
     trees = dict(t.split("=", 1) for t in args.trees.split(","))
+    if args.pairs:
+        _paired(trees, args)
+        return
     found: dict[str, list[float]] = {name: [] for name in trees}
     for _ in range(args.rounds):
         for name, tree in trees.items():
@@ -249,6 +274,56 @@ def main() -> None:
     for name, values in found.items():
         spread = ", ".join(f"{v:.0f}" for v in values)
         print(f"{name}: median {statistics.median(values):.0f} ({spread})")
+
+
+def _paired(trees: dict[str, str], args: argparse.Namespace) -> None:
+    """Each tree in a process of its own, started together; then ``--pairs`` rounds in
+    which each runs one batch of ``--requests``, in turn (the order alternating): the
+    medians, and each round's ratio of the last tree to the first."""
+    rounds = args.pairs
+    argv = ["--data", args.data, "--model", args.model, "--clients", str(args.clients)]
+    argv += ["--requests", str(args.requests), "--scenario", args.scenario]
+    children = {}
+    for name, tree in trees.items():
+        env = {**os.environ, "PYTHONPATH": str(Path(tree).resolve())}
+        env.pop("ENSEMBLE_API_KEYS", None)
+        command = [sys.executable, __file__, *argv, "--batches", "0", ONE]
+        children[name] = subprocess.Popen(
+            command, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+    for child in children.values():
+        _line_starting(child, "ready")
+    found: dict[str, list[float]] = {name: [] for name in trees}
+    for r in range(rounds):
+        order = list(trees) if r % 2 == 0 else list(reversed(trees))
+        for name in order:
+            child = children[name]
+            assert child.stdin is not None
+            child.stdin.write("go\n")
+            child.stdin.flush()
+            found[name].append(json.loads(_line_starting(child, '{"cpu_us"'))["cpu_us"][0])
+    for child in children.values():
+        assert child.stdin is not None
+        child.stdin.close()
+        child.wait()
+    load = " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    print(f"{rounds} paired rounds, CPU us per request; load average at the end {load}")
+    for name, values in found.items():
+        print(f"{name}: median {statistics.median(values):.0f} (min {min(values):.0f})")
+    first, last = next(iter(found)), list(found)[-1]
+    ratios = [b / a for a, b in zip(found[first], found[last], strict=True)]
+    below = sum(r < 1 for r in ratios)
+    median = statistics.median(ratios)
+    print(f"{last}/{first} per round: median {median:.3f} ({below} of {rounds} below 1)")
+
+
+def _line_starting(child: subprocess.Popen[str], start: str) -> str:
+    """The child's next line of output that starts with ``start`` (its others skipped)."""
+    assert child.stdout is not None
+    for line in child.stdout:
+        if line.startswith(start):
+            return line
+    raise RuntimeError(f"the measuring process ended (status {child.wait()})")
 
 
 if __name__ == "__main__":

@@ -21,6 +21,10 @@ dropped) before the Python call.  (uvicorn's response head was also made with it
 checks joined into two searches instead of two per header: measured alternating, it cost
 more than the ten regular-expression calls it saved, and was dropped.)
 
+The protocol also counts the requests it has taken whose app call has not begun
+(:mod:`app.server.arrivals`): the batcher's way to know, at the first prediction of a
+loop turn, that others came with it.
+
 Passed to uvicorn as ``http=`` by :mod:`app.server.launcher` (a string, so server
 processes started by uvicorn's supervisor import it too).
 """
@@ -29,6 +33,8 @@ from __future__ import annotations
 
 import asyncio
 from typing import Any, Final
+
+from app.server.arrivals import ARRIVALS
 
 try:
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol as _Base
@@ -105,8 +111,30 @@ class TurnWriteTransport:
 
 class OneWriteHTTPProtocol(_Base):
     """uvicorn's HTTP protocol (httptools when installed, as uvicorn's ``auto`` picks)
-    writing through a :class:`TurnWriteTransport`."""
+    writing through a :class:`TurnWriteTransport`, and counting the requests whose app
+    call has not begun (:mod:`app.server.arrivals`)."""
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         held = TurnWriteTransport(transport, self.loop)
+        self._begun = _Begun(self.app)
         super().connection_made(held)  # type: ignore[arg-type]
+
+    def _start_asgi_task(self, cycle: Any, app: Any) -> None:
+        if app is self.app:  # (uvicorn's 503 for too many connections is not counted)
+            ARRIVALS.waiting += 1
+            app = self._begun
+        super()._start_asgi_task(cycle, app)
+
+
+class _Begun:
+    """The app, its call uncounting the request (:mod:`app.server.arrivals`)."""
+
+    __slots__ = ("app",)
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    def __call__(self, scope: Any, receive: Any, send: Any) -> Any:
+        # Not a coroutine of its own: the app's, returned, is what uvicorn awaits.
+        ARRIVALS.waiting -= 1
+        return self.app(scope, receive, send)

@@ -16,6 +16,7 @@ from pydantic import ValidationError
 
 from app.batching import Batcher
 from app.metrics import Metrics
+from app.server.arrivals import Arrivals
 from app.settings import Settings
 from ensembles.errors import PredictionInputError
 from ensembles.inference import Columns, PredictOptions, check_rows
@@ -209,6 +210,72 @@ async def test_odd_records_in_a_batch_are_checked_alone_and_fail_alone() -> None
     # The first alone; then the four good ones of the rest (the extra column, the int
     # the careful way reads as a float64, two plain ones) in one call.
     assert sample(metrics, "ensemble_batch_requests_count") == 2
+    assert sample(metrics, "ensemble_batch_requests_sum") == 5
+
+
+def waiting_requests(count: int) -> Arrivals:
+    """The server's count of requests of this turn yet to run, as the protocol keeps it."""
+    arrivals = Arrivals()
+    arrivals.waiting = count
+    return arrivals
+
+
+async def test_the_first_of_a_turn_joins_the_batch_when_others_are_waiting(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """When the server has taken other requests of the turn that are yet to run, the
+    first one opens the batch instead of being answered alone: the turn's requests share
+    one check and one engine call, answers unchanged; with nothing waiting it is answered
+    at once, alone, as before."""
+    server = servable("forest")
+    batch = [[record_of(5 * i % 150)] for i in range(9)]
+    metrics = Metrics()
+    batcher = Batcher(64, NO_CAP, metrics, waiting_requests(8))
+    calls = counted_row_checks(monkeypatch)
+    answers = await asyncio.gather(*(batcher.predict_record(server, r, PROBA, None) for r in batch))
+    assert calls == []  # no record checked alone: all nine together
+    monkeypatch.undo()
+    for (prediction, warnings), request in zip(answers, batch, strict=True):
+        want, want_warnings = answered_alone(server, request[0], PROBA)
+        assert_same(prediction, want)
+        assert warnings == want_warnings
+    assert sample(metrics, "ensemble_batch_requests_count") == 1
+    assert sample(metrics, "ensemble_batch_requests_sum") == 9
+    # Checked columns (tables, several rows) the same way: one call for the turn.
+    metrics = Metrics()
+    batcher = Batcher(64, NO_CAP, metrics, waiting_requests(1))
+    parts = one_row_parts("forest", 5)
+    predictions = await asyncio.gather(*(batcher.predict(server, p, PROBA) for p in parts))
+    for prediction, part in zip(predictions, parts, strict=True):
+        assert_same(prediction, server.predict(part, PROBA))
+    assert sample(metrics, "ensemble_batch_requests_count") == 1
+    # Nothing waiting: the first alone, at once.
+    metrics = Metrics()
+    batcher = Batcher(64, NO_CAP, metrics, waiting_requests(0))
+    await asyncio.gather(*(batcher.predict(server, p, PROBA) for p in parts))
+    assert sample(metrics, "ensemble_batch_requests_count") == 2
+
+
+async def test_a_bad_first_request_that_joined_fails_alone() -> None:
+    """The first of a turn, joined because others were waiting, with a bad cell: its own
+    problems, and its batch-mates their answers (the batch then checked one by one)."""
+    server = servable("forest")
+    first = {**record_of(3), "sepal length (cm)": "x"}
+    requests = [[first], *([record_of(9 * i % 150)] for i in range(1, 6))]
+    metrics = Metrics()
+    batcher = Batcher(64, NO_CAP, metrics, waiting_requests(5))
+    answers = await asyncio.gather(
+        *(batcher.predict_record(server, r, PROBA, None) for r in requests),
+        return_exceptions=True,
+    )
+    want = answered_alone(server, first, PROBA)
+    assert isinstance(want, PredictionInputError)
+    assert isinstance(answers[0], PredictionInputError)
+    assert str(answers[0]) == str(want) and answers[0].problems == want.problems
+    for answer, request in zip(answers[1:], requests[1:], strict=True):
+        assert not isinstance(answer, BaseException), answer
+        assert_same(answer[0], answered_alone(server, request[0], PROBA)[0])
+    assert sample(metrics, "ensemble_batch_requests_count") == 1  # the five good ones
     assert sample(metrics, "ensemble_batch_requests_sum") == 5
 
 

@@ -213,3 +213,73 @@ def test_each_answer_asks_the_transport_nothing_through_getattr(
     assert held.is_closing() is False
     held.close()
     assert held.is_closing() is True
+
+
+def test_requests_of_a_turn_are_counted_until_their_app_call_begins() -> None:
+    """Requests whose bytes arrive in one loop turn are parsed before any of their tasks
+    runs: when each app call begins, the count holds the turn's requests still to run
+    (:mod:`app.server.arrivals`, read by the batcher), and ends at zero."""
+    from app.server.arrivals import ARRIVALS
+
+    seen: list[int] = []
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        seen.append(ARRIVALS.waiting)
+        headers = [(b"content-length", b"2")]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    config = uvicorn.Config(app, log_config=None, lifespan="off")
+    config.load()
+    state = ServerState()
+    loop = asyncio.new_event_loop()
+    transports = [RecordingTransport() for _ in range(3)]
+    try:
+        protocols: list[Any] = [
+            OneWriteHTTPProtocol(config=config, server_state=state, app_state={}, _loop=loop)
+            for _ in transports
+        ]
+        for protocol, transport in zip(protocols, transports, strict=True):
+            protocol.connection_made(transport)
+        assert ARRIVALS.waiting == 0
+        for protocol in protocols:  # three clients' bytes, one turn
+            protocol.data_received(_post("/answer"))
+        assert ARRIVALS.waiting == 3
+        loop.run_until_complete(_settled(state))
+        assert seen == [2, 1, 0]
+        protocols[0].data_received(_post("/answer"))  # a lone one
+        loop.run_until_complete(_settled(state))
+        assert seen == [2, 1, 0, 0]
+        assert ARRIVALS.waiting == 0
+        for protocol in protocols:
+            protocol.connection_lost(None)
+        loop.run_until_complete(asyncio.sleep(0))
+    finally:
+        loop.close()
+    for transport in transports:
+        assert b"".join(transport.writes).endswith(b"\r\n\r\nok")
+
+
+def test_uvicorns_own_answer_to_too_many_requests_is_not_counted() -> None:
+    """Over ``limit_concurrency`` uvicorn answers 503 itself, without the app: nothing
+    counted, nothing left waiting."""
+    from app.server.arrivals import ARRIVALS
+
+    config = uvicorn.Config(APP, log_config=None, lifespan="off", limit_concurrency=1)
+    config.load()
+    state = ServerState()
+    loop = asyncio.new_event_loop()
+    transport = RecordingTransport()
+    try:
+        protocol: Any = OneWriteHTTPProtocol(
+            config=config, server_state=state, app_state={}, _loop=loop
+        )
+        protocol.connection_made(transport)
+        protocol.data_received(_post("/answer"))
+        loop.run_until_complete(_settled(state))
+        protocol.connection_lost(None)
+        loop.run_until_complete(asyncio.sleep(0))
+    finally:
+        loop.close()
+    assert b"".join(transport.writes).startswith(b"HTTP/1.1 503")
+    assert ARRIVALS.waiting == 0
