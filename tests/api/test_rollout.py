@@ -5,8 +5,11 @@ from __future__ import annotations
 import asyncio
 import io
 import math
+import shutil
 import time
 from collections import Counter
+from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -29,17 +32,40 @@ ALIAS = "/v1/models/iris/aliases/prod"
 ROWS = records(iris_frame().iloc[::15], IRIS_FEATURES)  # 10 rows, every class
 
 
-@pytest.fixture
-async def versions(api: Api) -> Api:
-    """iris versions 1 and 2 (forests of different sizes and seeds), and 3, trained on a
-    table whose petal length is named differently: rows for 1 and 2 miss its column."""
+async def _train_versions(api: Api) -> None:
     dataset = await api.iris()
     await api.train("iris", forest(dataset, n_estimators=3))
     await api.train("iris", forest(dataset, n_estimators=5, random_state=7))
     renamed = iris_frame().rename(columns={"petal_length": "petal_len"})
     other = await api.upload_frame(renamed, "iris-renamed")
     await api.train("iris", forest(other, n_estimators=3))
-    return api
+
+
+@pytest.fixture(scope="module")
+def trained_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A data folder holding the three versions, trained once for the module (three jobs,
+    each in a worker process: most of what a test here cost when each trained its own)."""
+    folder = tmp_path_factory.mktemp("rollout") / "data"
+
+    async def train() -> None:
+        async for _, api in started(make_settings(folder)):
+            await _train_versions(api)
+
+    asyncio.run(train())
+    return folder
+
+
+@pytest.fixture
+async def versions(tmp_path: Path, trained_data: Path) -> AsyncIterator[Api]:
+    """iris versions 1 and 2 (forests of different sizes and seeds), and 3, trained on a
+    table whose petal length is named differently: rows for 1 and 2 miss its column.
+
+    Each test's app serves its own copy of the module's trained folder: aliases, shadow
+    counts and metrics start from nothing, as if it had trained them itself."""
+    data = tmp_path / "data"
+    shutil.copytree(trained_data, data)
+    async for _, api in started(make_settings(data)):
+        yield api
 
 
 async def _put(api: Api, body: dict[str, Any], alias: str = ALIAS) -> httpx.Response:
