@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import io
 import math
-import shutil
 import time
 from collections import Counter
 from collections.abc import AsyncIterator
@@ -17,7 +16,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from ensembles.routing import choose_version
-from tests.api.conftest import make_settings, started
+from tests.api.conftest import make_settings, serve_copy, started, train_once
 from tests.api.support import (
     IRIS_FEATURES,
     Api,
@@ -46,25 +45,16 @@ def trained_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A data folder holding the three versions, trained once for the module (three jobs,
     each in a worker process: most of what a test here cost when each trained its own)."""
     folder = tmp_path_factory.mktemp("rollout") / "data"
-
-    async def train() -> None:
-        async for _, api in started(make_settings(folder)):
-            await _train_versions(api)
-
-    asyncio.run(train())
+    train_once(folder, _train_versions)
     return folder
 
 
 @pytest.fixture
 async def versions(tmp_path: Path, trained_data: Path) -> AsyncIterator[Api]:
     """iris versions 1 and 2 (forests of different sizes and seeds), and 3, trained on a
-    table whose petal length is named differently: rows for 1 and 2 miss its column.
-
-    Each test's app serves its own copy of the module's trained folder: aliases, shadow
-    counts and metrics start from nothing, as if it had trained them itself."""
-    data = tmp_path / "data"
-    shutil.copytree(trained_data, data)
-    async for _, api in started(make_settings(data)):
+    table whose petal length is named differently: rows for 1 and 2 miss its column
+    (each test's app serves its own copy of the module's trained folder)."""
+    async for _, api in serve_copy(trained_data, tmp_path):
         yield api
 
 
