@@ -17,10 +17,11 @@ from tests.network import free_port
 ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = 60.0
 
-# The training fork server starts with a server's first job, not at its start: most servers
+# The training fork server starts with a server's first job, not at its start: many servers
 # here serve, restart or fail and never train, and its preload (the library imported once
 # more, ~5 s of CPU on the test machine) doubled what such a start cost; one that trains
-# pays it as before, at its first job. A test may pass ENSEMBLE_PRELOAD_TRAINING="true".
+# pays it as before, at its first job. A test may pass ENSEMBLE_PRELOAD_TRAINING="true";
+# ``make run`` (the README's quick start, as a user runs it) keeps the service's defaults.
 DEFAULTS = {"ENSEMBLE_PRELOAD_TRAINING": "false"}
 
 
@@ -47,7 +48,7 @@ class Server:
             "HOST": "127.0.0.1",
             "PORT": str(self.port),
             "ENSEMBLE_DATA_DIR": str(self.data_dir),
-            **DEFAULTS,
+            **({} if self.make else DEFAULTS),
             **self.env,
         }
         if self.make:
