@@ -91,7 +91,7 @@ def executor_for(settings: Settings) -> JobExecutor:
     """Where training jobs run: a Dask cluster when ENSEMBLE_DASK_SCHEDULER is set
     (blocking: connects to it), else local worker processes."""
     if settings.dask_scheduler is None:
-        return ProcessExecutor()
+        return ProcessExecutor(preload=settings.preload_training)
     from app.jobs.cluster import DaskExecutor
 
     return DaskExecutor.open(settings.dask_scheduler)

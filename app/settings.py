@@ -307,6 +307,13 @@ class Settings(BaseSettings):
         description="Address of a Dask scheduler (tcp://host:8786): training jobs run on "
         "that cluster, their members across its workers; none: local worker processes.",
     )
+    preload_training: bool = Field(
+        default=True,
+        description="Start the training fork server (the library preloaded, seconds of CPU "
+        "and a process holding it in memory) when the server starts, so the first job "
+        "starts at once; false: with the first job, which waits for the preload. For a "
+        "process that serves and never trains locally, false spares both.",
+    )
     log_level: LogLevel = Field(default="INFO", description="Least severe level logged.")
     log_format: Literal["json", "text"] = Field(
         default="json",

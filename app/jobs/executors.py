@@ -77,12 +77,19 @@ class JobExecutor(Protocol):
 
 
 class ProcessExecutor:
-    """Each job in its own local worker process."""
+    """Each job in its own local worker process.
 
-    def __init__(self) -> None:
+    ``preload`` (``ENSEMBLE_PRELOAD_TRAINING``): the warm-up starts the fork server, else
+    the first job's start does (multiprocessing starts it when a process is started), and
+    a process that never trains never pays its preload."""
+
+    def __init__(self, *, preload: bool = True) -> None:
         self._context = fork_server.context()
+        self._preload = preload
 
     def warm_up(self) -> None:
+        if not self._preload:
+            return
         try:
             fork_server.start()  # already running when the launcher started it
         except Exception:  # the first job will try again and report

@@ -108,10 +108,13 @@ def serve(settings: Settings, host: str, port: int) -> int:
 def start_fork_server(settings: Settings) -> None:
     """Start the training fork server now, its preload beside this process's own start
     (:mod:`app.jobs.fork_server`), when this process will serve and train locally
-    (``ENSEMBLE_WORKERS`` = 1, no Dask scheduler); else nothing.  If it cannot start
-    now, the job runner tries again."""
+    (``ENSEMBLE_WORKERS`` = 1, no Dask scheduler) and preloads training
+    (``ENSEMBLE_PRELOAD_TRAINING``); else nothing.  If it cannot start now, the job
+    runner tries again."""
     if settings.worker_count != 1 or settings.dask_scheduler is not None:
         return
+    if not settings.preload_training:
+        return  # the first job starts it (app.jobs.executors.ProcessExecutor)
     from app.jobs import fork_server  # multiprocessing only: the preload is its own
 
     try:

@@ -12,6 +12,7 @@ import pytest
 import app.__main__ as main_module
 from app.jobs import fork_server
 from app.jobs.executors import ProcessExecutor
+from app.main import executor_for
 from app.server import launcher
 from app.settings import Settings
 
@@ -40,12 +41,14 @@ def test_python_m_app_starts_the_fork_server_before_the_checks(
         ({}, True),
         ({"ENSEMBLE_WORKERS": "2"}, False),
         ({"ENSEMBLE_DASK_SCHEDULER": "tcp://127.0.0.1:8786"}, False),
+        ({"ENSEMBLE_PRELOAD_TRAINING": "false"}, False),
+        ({"ENSEMBLE_PRELOAD_TRAINING": "true"}, True),
     ],
 )
 def test_the_fork_server_starts_early_only_for_a_process_that_trains_locally(
     monkeypatch: pytest.MonkeyPatch, env: dict[str, str], started: bool
 ) -> None:
-    for name in ("ENSEMBLE_WORKERS", "ENSEMBLE_DASK_SCHEDULER"):
+    for name in ("ENSEMBLE_WORKERS", "ENSEMBLE_DASK_SCHEDULER", "ENSEMBLE_PRELOAD_TRAINING"):
         monkeypatch.delenv(name, raising=False)
     for name, value in env.items():
         monkeypatch.setenv(name, value)
@@ -53,6 +56,21 @@ def test_the_fork_server_starts_early_only_for_a_process_that_trains_locally(
     monkeypatch.setattr(fork_server, "start", lambda: calls.append(1))
     launcher.start_fork_server(Settings())
     assert calls == ([1] if started else [])
+
+
+@pytest.mark.parametrize("preload", [True, False])
+def test_the_runners_warm_up_starts_the_fork_server_only_when_it_preloads(
+    monkeypatch: pytest.MonkeyPatch, preload: bool
+) -> None:
+    """Without preload the fork server is left to the first job (multiprocessing starts
+    it with the first process): a server that never trains never starts it."""
+    monkeypatch.delenv("ENSEMBLE_DASK_SCHEDULER", raising=False)
+    monkeypatch.setenv("ENSEMBLE_PRELOAD_TRAINING", str(preload).lower())
+    calls: list[int] = []
+    monkeypatch.setattr(fork_server, "start", lambda: calls.append(1))
+    executor = executor_for(Settings())
+    executor.warm_up()
+    assert calls == ([1] if preload else [])
 
 
 def test_a_fork_server_that_cannot_start_early_is_left_to_the_runner(

@@ -9,10 +9,12 @@ on alias and delete; a list nested 1,000 levels deep (valid for orjson) overflow
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 import pytest_asyncio
 
+from tests.api.conftest import serve_copy, train_once
 from tests.api.support import IRIS_FEATURES, Api, forest, locs
 
 DEEP_ARRAY = "[" * 100_000 + "]" * 100_000
@@ -29,11 +31,26 @@ JSON_ROUTES = [
 JSON = {"content-type": "application/json"}
 
 
-@pytest_asyncio.fixture
-async def trained(api: Api) -> AsyncIterator[tuple[Api, str]]:
+async def _train(api: Api) -> str:
     dataset = await api.iris()
     await api.train("iris-rf", forest(dataset, n_estimators=3))
-    yield api, dataset
+    return dataset
+
+
+@pytest.fixture(scope="module")
+def trained_data(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """A data folder with version 1 of iris-rf, trained once for the module; its dataset."""
+    folder = tmp_path_factory.mktemp("hostile") / "data"
+    return folder, train_once(folder, _train)
+
+
+@pytest_asyncio.fixture
+async def trained(tmp_path: Path, trained_data: tuple[Path, str]) -> AsyncIterator[tuple[Api, str]]:
+    """An app of the test's own serving iris-rf version 1 (a copy of the module's folder),
+    and the version's dataset."""
+    folder, dataset = trained_data
+    async for _, api in serve_copy(folder, tmp_path):
+        yield api, dataset
 
 
 @pytest.mark.parametrize(("method", "path"), JSON_ROUTES, ids=str)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import joblib
@@ -11,15 +12,44 @@ import pytest
 from fastapi import FastAPI
 from sklearn.pipeline import Pipeline
 
+from tests.api.conftest import make_settings, serve_copy, started, train_once
 from tests.api.support import Api, forest, locs
 
 
-@pytest.fixture
-async def two_versions(api: Api) -> str:
+async def _two_versions(api: Api) -> str:
     dataset = await api.iris()
     await api.train("iris-clf", forest(dataset, n_estimators=3))
     await api.train("iris-clf", forest(dataset, n_estimators=4))
     return dataset
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """A data folder with versions 1 and 2 of iris-clf, trained once for the module, and
+    the id of their dataset."""
+    folder = tmp_path_factory.mktemp("models") / "data"
+    return folder, train_once(folder, _two_versions)
+
+
+@pytest.fixture
+async def served(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> AsyncIterator[tuple[FastAPI, Api]]:
+    """The app of a test (as tests/api/conftest.py's): on a copy of the trained folder for
+    a test that asks for ``two_versions``, else on an empty one."""
+    if "two_versions" in request.fixturenames:
+        pairs = serve_copy(request.getfixturevalue("trained")[0], tmp_path)
+    else:
+        pairs = started(make_settings(tmp_path / "data"))
+    async for pair in pairs:
+        yield pair
+
+
+@pytest.fixture
+def two_versions(trained: tuple[Path, str]) -> str:
+    """iris-clf versions 1 and 2 (forests of 3 and 4 trees) in the test's app; their
+    dataset's id."""
+    return trained[1]
 
 
 async def test_list_and_get_models(api: Api, two_versions: str) -> None:

@@ -7,6 +7,8 @@ import io
 import math
 import time
 from collections import Counter
+from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -14,7 +16,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from ensembles.routing import choose_version
-from tests.api.conftest import make_settings, started
+from tests.api.conftest import make_settings, serve_copy, started, train_once
 from tests.api.support import (
     IRIS_FEATURES,
     Api,
@@ -29,17 +31,31 @@ ALIAS = "/v1/models/iris/aliases/prod"
 ROWS = records(iris_frame().iloc[::15], IRIS_FEATURES)  # 10 rows, every class
 
 
-@pytest.fixture
-async def versions(api: Api) -> Api:
-    """iris versions 1 and 2 (forests of different sizes and seeds), and 3, trained on a
-    table whose petal length is named differently: rows for 1 and 2 miss its column."""
+async def _train_versions(api: Api) -> None:
     dataset = await api.iris()
     await api.train("iris", forest(dataset, n_estimators=3))
     await api.train("iris", forest(dataset, n_estimators=5, random_state=7))
     renamed = iris_frame().rename(columns={"petal_length": "petal_len"})
     other = await api.upload_frame(renamed, "iris-renamed")
     await api.train("iris", forest(other, n_estimators=3))
-    return api
+
+
+@pytest.fixture(scope="module")
+def trained_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A data folder holding the three versions, trained once for the module (three jobs,
+    each in a worker process: most of what a test here cost when each trained its own)."""
+    folder = tmp_path_factory.mktemp("rollout") / "data"
+    train_once(folder, _train_versions)
+    return folder
+
+
+@pytest.fixture
+async def versions(tmp_path: Path, trained_data: Path) -> AsyncIterator[Api]:
+    """iris versions 1 and 2 (forests of different sizes and seeds), and 3, trained on a
+    table whose petal length is named differently: rows for 1 and 2 miss its column
+    (each test's app serves its own copy of the module's trained folder)."""
+    async for _, api in serve_copy(trained_data, tmp_path):
+        yield api
 
 
 async def _put(api: Api, body: dict[str, Any], alias: str = ALIAS) -> httpx.Response:

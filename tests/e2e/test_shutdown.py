@@ -96,10 +96,11 @@ def _in_progress(client: httpx.Client) -> float:
     return 0.0
 
 
-def _refused(url: str) -> bool:
-    """A new connection is not served (refused, or reset if it got into the backlog)."""
+def _refused(fresh: httpx.Client) -> bool:
+    """A new connection is not served (refused, or reset if it got into the backlog);
+    ``fresh`` keeps no connection alive, so each call opens one."""
     try:
-        httpx.get(f"{url}/healthz", timeout=5)
+        fresh.get("/healthz")
     except (httpx.ConnectError, httpx.ReadError, httpx.RemoteProtocolError):
         return True
     return False
@@ -156,9 +157,11 @@ def test_sigterm_finishes_requests_in_flight_fails_the_job_and_exits_0(
     workers = [w for p in forkserver for w in descendants(p)]
     assert len(workers) == 1, workers
 
-    sent = time.monotonic()
-    os.kill(server.pid, signal.SIGTERM)
-    _until(lambda: _refused(server.url), "new connections to be refused")
+    no_keepalive = httpx.Limits(max_keepalive_connections=0)
+    with httpx.Client(base_url=server.url, timeout=5, limits=no_keepalive) as fresh:
+        sent = time.monotonic()
+        os.kill(server.pid, signal.SIGTERM)
+        _until(lambda: _refused(fresh), "new connections to be refused")
     refused_after = time.monotonic() - sent
     time.sleep(1.0)  # the server waits for the rest of the bodies, however slow
     assert all(r.response is None and r.error is None for r in slow), "answered too early"
