@@ -78,9 +78,10 @@ from ensembles.training_run import Run
 # Work on the fitted model that needs no figure (the service's engine verdict), started
 # as soon as the pipeline is fitted, with it and its training rows, to run beside the
 # measuring (a boosting library fitted in rounds: as its fit returns, beside the reading
-# and checking of the answers it kept, ``Keep.fitted``); what it returns is called once the figures are measured, before train()
-# changes the pipeline (its threads): it must return only when the work no longer reads
-# the pipeline, or raise (TrainingCancelledError when cancelled while waiting).
+# and checking of the answers it kept, ``Keep.fitted``); what it returns is called once
+# the figures are measured, before train() changes the pipeline (its threads): it must
+# return only when the work no longer reads the pipeline, or raise
+# (TrainingCancelledError when cancelled while waiting).
 OnFitted = Callable[[Pipeline, pd.DataFrame], Callable[[], None]]
 # Called as the explanation summary begins (or, when the measuring before it fails, as
 # train() gives up): work beside the measuring may hold what is best run beside the
