@@ -45,6 +45,7 @@ _TARGETS = (
     ("ensembles.training", None, "feature_importances"),
     ("ensembles.training", None, "_metrics"),
     ("ensembles.training", None, "_signature"),
+    ("ensembles.kinds.lightgbm_scores", "ScoreWatch", "answers"),
     ("ensembles.engine_verdict", "EngineVerdict", "_check"),
     ("ensembles.engine_verdict", "EngineVerdict", "wait"),
     ("ensembles.engine_verdict", "EngineVerdict", "result"),
