@@ -8,9 +8,12 @@ the job hands :meth:`EngineVerdict.start` to ``train()`` as its ``on_fitted``: c
 and checking run on a thread of their own while the figures are measured (treelite's
 import, GTIL, LightGBM's and scikit-learn's predictions and numpy's arithmetic release
 the GIL, so the two share the cores), and ``train()`` waits for them before it gives
-the estimator back its stored threads.  The calibration times the engines: it runs
-after ``train()``, with nothing beside it and the estimator as it is served (one thread),
-as it always did.
+the estimator back its stored threads.  A LightGBM model is final when its fit returns:
+the check starts then, beside the reading and checking of the answers LightGBM kept on
+its rows (:mod:`ensembles.kinds.lightgbm_scores`: its leaf values, a sample of rows
+asked again), which ran on one core before the check began.  The calibration times the
+engines: it runs after ``train()``, with nothing beside it and the estimator as it is
+served (one thread), as it always did.
 
 One part waits for the explanation summary: for a model of scikit-learn's trees the summary
 is shap's TreeSHAP, which holds the GIL on one core for seconds (a 100-tree forest on

@@ -77,9 +77,11 @@ from ensembles.training_run import Run
 
 # Work on the fitted model that needs no figure (the service's engine verdict), started
 # as soon as the pipeline is fitted, with it and its training rows, to run beside the
-# measuring; what it returns is called once the figures are measured, before train()
-# changes the pipeline (its threads): it must return only when the work no longer reads
-# the pipeline, or raise (TrainingCancelledError when cancelled while waiting).
+# measuring (a boosting library fitted in rounds: as its fit returns, beside the reading
+# and checking of the answers it kept, ``Keep.fitted``); what it returns is called once
+# the figures are measured, before train() changes the pipeline (its threads): it must
+# return only when the work no longer reads the pipeline, or raise
+# (TrainingCancelledError when cancelled while waiting).
 OnFitted = Callable[[Pipeline, pd.DataFrame], Callable[[], None]]
 # Called as the explanation summary begins (or, when the measuring before it fails, as
 # train() gives up): work beside the measuring may hold what is best run beside the
@@ -124,9 +126,22 @@ def train(
     rows = _split(data, evaluation.holdout_fraction, random_state, notes)
     _check_evaluation(evaluation, rows, data.task)
     run.check()
-    fit = _fit(data, spec, rows, random_state, run, notes)
-    beside = None if on_fitted is None else on_fitted(fit.pipeline, rows.X_train)
     explaining = on_explaining or (lambda: None)
+    early: list[Callable[[], None]] = []  # on_fitted's wait, when the fit started it
+
+    def final(pipeline: Pipeline) -> None:
+        if on_fitted is not None and not early:
+            early.append(on_fitted(pipeline, rows.X_train))
+
+    try:
+        fit = _fit(data, spec, rows, random_state, run, notes, final)
+    except BaseException:
+        if early:
+            explaining()  # started, and nothing waits for a summary that will not run
+        raise
+    beside = early[0] if early else None
+    if beside is None and on_fitted is not None:
+        beside = on_fitted(fit.pipeline, rows.X_train)
     timings: dict[str, Any] = {}
     try:
         scores, cv, science = _measure(
@@ -209,14 +224,18 @@ def _fit(
     random_state: int,
     run: Run,
     notes: list[str],
+    final: Callable[[Pipeline], None] | None = None,
 ) -> Fit:
-    """Build the pipeline and fit it on the training rows."""
+    """Build the pipeline and fit it on the training rows (``final``: called with the
+    pipeline as soon as a boosting library's fit has returned, before its answers are
+    read: see ``Keep.fitted``)."""
     task: Task = data.task
     kind = KINDS[spec.kind]
     features = [FeatureColumn(f.name, f.dtype, f.n_missing > 0, f.n_unique) for f in data.features]
     pipeline = build_pipeline(spec, task, features, random_state)
+    fitted = None if final is None else (lambda: final(pipeline))
     with scikit_learn_errors("fit this model", spec, task, ("ensemble",)):
-        Xt, Xht, rounds = _fit_pipeline(pipeline, kind, spec, task, rows, run)
+        Xt, Xht, rounds = _fit_pipeline(pipeline, kind, spec, task, rows, run, fitted)
     own = adopt(pipeline)  # the service's own algorithms: their scikit-learn form
     notes += early_stop_notes(pipeline[-1])
     classes = list(pipeline.classes_) if task == "classification" else []
@@ -298,7 +317,13 @@ def _split(data: TrainingData, fraction: float, random_state: int, notes: list[s
 
 
 def _fit_pipeline(
-    pipeline: Pipeline, kind: Kind, spec: EstimatorSpec, task: Task, rows: Rows, run: Run
+    pipeline: Pipeline,
+    kind: Kind,
+    spec: EstimatorSpec,
+    task: Task,
+    rows: Rows,
+    run: Run,
+    fitted: Callable[[], None] | None = None,
 ) -> tuple[NDArray[Any], NDArray[Any] | None, OwnReport | None]:
     """Fit preprocessing, then the ensemble with progress; returns the preprocessed
     training rows, the preprocessed hold-out rows (a boosting library's fit, which may
@@ -310,7 +335,7 @@ def _fit_pipeline(
         doing = "score this model on the hold-out rows"
         with scikit_learn_errors(doing, spec, task, HOLDOUT):
             Xht = np.asarray(pipeline[:-1].transform(rows.X_hold))
-    return Xt, Xht, _fit_ensemble(pipeline[-1], kind, spec, Xt, rows.y_train, run, Xht)
+    return Xt, Xht, _fit_ensemble(pipeline[-1], kind, spec, Xt, rows.y_train, run, Xht, fitted)
 
 
 def _fit_ensemble(
@@ -321,13 +346,14 @@ def _fit_ensemble(
     y: NDArray[Any],
     run: Run,
     Xht: NDArray[Any] | None = None,
+    fitted: Callable[[], None] | None = None,
 ) -> OwnReport | None:
     size = ensemble.get_params(deep=False).get(kind.size_param) if kind.size_param else None
     total = int(size or 1)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         if kind.growth == "rounds":
-            keep = Keep(Xht, metrics.checkpoints(total))
+            keep = Keep(Xht, metrics.checkpoints(total), fitted)
             return fit_rounds(ensemble, kind, spec, Xt, y, run, keep)
         if kind.growth == "monitor":
             with run.parallel():

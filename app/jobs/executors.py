@@ -60,6 +60,13 @@ class Execution(Protocol):
         """Why it ended without recording an outcome, for the job's problem."""
 
 
+def exit_sentinel(execution: Execution) -> int | None:
+    """A file descriptor that becomes readable when ``execution`` ends (a local worker's
+    process sentinel), or None: the runner then notices the end at its next tick only."""
+    sentinel = getattr(execution, "sentinel", None)
+    return sentinel if isinstance(sentinel, int) else None
+
+
 class JobExecutor(Protocol):
     """Starts executions; one per app (server process)."""
 
@@ -125,6 +132,11 @@ class _ProcessExecution:
     @property
     def pid(self) -> int | None:
         return self.process.pid
+
+    @property
+    def sentinel(self) -> int:
+        """Readable once the worker process has ended (see :func:`exit_sentinel`)."""
+        return self.process.sentinel
 
     def ended(self) -> bool:
         self._exitcode = self.process.exitcode

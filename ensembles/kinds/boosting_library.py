@@ -66,10 +66,15 @@ class Keep:
     """Asks a library's fit to keep its own answers on its rows where it can
     (``OwnReport.answers``): ``held`` the hold-out rows, preprocessed as the pipeline
     does (None: no hold-out), ``marks`` the curve's (``metrics.checkpoints`` of the
-    rounds asked).  Only training's fit asks: cross-validation and refits keep nothing."""
+    rounds asked).  Only training's fit asks: cross-validation and refits keep nothing.
+
+    ``fitted``: called as soon as the library's fit has returned, before the answers are
+    read and checked: the model is final then, and work on it that needs no figure (the
+    job's engine check, :mod:`ensembles.engine_verdict`) starts beside that reading."""
 
     held: NDArray[Any] | None
     marks: list[int]
+    fitted: Callable[[], None] | None = None
 
 
 @dataclass(frozen=True)

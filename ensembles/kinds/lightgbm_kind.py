@@ -54,7 +54,8 @@ def fit_rounds(
 ) -> OwnReport:
     """``keep``: read the rows' answers from LightGBM's score updaters while it fits
     (:mod:`ensembles.kinds.lightgbm_scores`), when every row is fitted on in order (no
-    early stopping: its validation rows are carved out and it keeps fewer rounds)."""
+    early stopping: its validation rows are carved out and it keeps fewer rounds); its
+    ``fitted`` is called once the fit has returned, before they are checked."""
     import lightgbm
 
     from ensembles.kinds.lightgbm_scores import ScoreWatch
@@ -78,6 +79,8 @@ def fit_rounds(
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)  # eval_set's deprecation
         estimator.fit(fit.X, fit.y, callbacks=callbacks, **extra)
+    if keep is not None and keep.fitted is not None:
+        keep.fitted()  # the model is final: work on it starts beside the checks below
     best = int(estimator.best_iteration_) or None
     report = fit_report(size, int(estimator.n_estimators_), best, fit)
     return report if watch is None else replace(report, answers=watch.answers(estimator, X))

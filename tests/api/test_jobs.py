@@ -8,8 +8,10 @@ import signal
 import time
 from collections.abc import Callable
 
+import pytest
 from fastapi import FastAPI
 
+from app.jobs import runner as runner_module
 from app.settings import Settings
 from tests.api.conftest import started
 from tests.api.support import Api, forest, locs
@@ -164,3 +166,17 @@ async def test_wait_on_a_cancelled_job_answers_its_problem(api: Api) -> None:
     await canceller
     assert response.status_code == 409
     assert response.json()["code"] == "cancelled"
+
+
+async def test_a_worker_exit_is_settled_without_waiting_for_a_tick(
+    settings_for: Callable[..., Settings], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The runner reads its worker's exit sentinel: with ticks 10 minutes apart, the job
+    # is still settled (its worker gone from the runner) when ?wait=true answers; before,
+    # the wait gave up on the settling after SETTLE_S and the worker stayed listed.
+    monkeypatch.setattr(runner_module, "TICK_S", 600.0)
+    async for app, api in started(settings_for()):
+        dataset = await api.iris()
+        version = await api.train("s", forest(dataset, n_estimators=3))
+        runner = app.state.services.runner
+        assert runner.worker_pid(version["job_id"]) is None

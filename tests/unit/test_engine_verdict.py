@@ -97,6 +97,56 @@ def test_train_waits_for_the_work_beside_before_it_stores_one_thread() -> None:
     assert fitted.pipeline[-1].n_jobs == 1
 
 
+def test_a_lightgbm_check_starts_before_its_answers_are_read_and_checked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The model is final when LightGBM's fit returns: the check starts then, beside the
+    reading and checking of the answers LightGBM kept (``ScoreWatch.answers``), not
+    after them; the figures still come from those answers."""
+    from ensembles.kinds.lightgbm_scores import ScoreWatch
+
+    events: list[str] = []
+    read = ScoreWatch.answers
+
+    def answers(self: ScoreWatch, estimator: Any, X: Any) -> Any:
+        events.append("answers")
+        kept = read(self, estimator, X)
+        events.append("kept" if kept is not None else "not kept")
+        return kept
+
+    def on_fitted(pipeline: Pipeline, X: pd.DataFrame) -> Any:
+        events.append("started")
+        return lambda: None
+
+    monkeypatch.setattr(ScoreWatch, "answers", answers)
+    _train("wine", {"kind": "lightgbm", "params": {"n_estimators": 10}}, on_fitted=on_fitted)
+    assert events == ["started", "answers", "kept"]
+
+
+def test_a_check_started_with_the_fit_is_released_when_the_fit_then_fails(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Started before the answers are read, the check is let go (``on_explaining``) when
+    train() fails after it: nothing waits for a summary that will not run."""
+    from ensembles.kinds.lightgbm_scores import ScoreWatch
+
+    def broken(*_args: Any, **_kwargs: Any) -> Any:
+        raise RuntimeError("broken by the test")
+
+    monkeypatch.setattr(ScoreWatch, "answers", broken)
+    released: list[str] = []
+    verdict = EngineVerdict("classification", RS, 2)
+    with pytest.raises(RuntimeError, match="broken by the test"):
+        _train(
+            "wine",
+            {"kind": "lightgbm", "params": {"n_estimators": 10}},
+            on_fitted=verdict.start,
+            on_explaining=lambda: released.append("explaining"),
+        )
+    assert released == ["explaining"]
+    verdict.wait()  # the check itself ends
+
+
 def test_a_cancel_ends_the_wait_for_a_check_that_does_not_end(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -1,0 +1,131 @@
+"""A training job's wall timeline through the service, stage by stage, every process.
+
+Starts the service of a tree (``--tree``, default this one: ``python -m app`` from that
+folder) with ``benchmarks/timeline_hook`` on ``PYTHONPATH`` and ``ENSEMBLE_TIMELINE``
+set, trains the 500-round LightGBM on 200,000 x 20 rows (``train_scale``'s table) through
+the API ``--rounds`` times, each after a direct fit (``train_scale.direct_lightgbm``), and
+prints, for each job, every stage the hook saw: its start and end in seconds from the
+submit, its wall and its process's CPU.  Two trees run alternately give A/B rounds:
+
+    .venv/bin/python benchmarks/job_timeline.py --tree /work/main --rounds 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from service_bench import free_port, stop, until_ready
+from train_scale import SEED, direct_lightgbm, lightgbm_spec, parquet, table, train_and_wait
+
+HOOK = Path(__file__).resolve().parent / "timeline_hook"
+QUIET = {"sql_jobs.SqlJobs.get_job"}  # read every 0.25 s by the wait and the job's updates
+
+
+def run(tree: Path, rounds: int, rows: int, size: int) -> list[dict[str, object]]:
+    frame = table(rows, 20)
+    body = parquet(frame)
+    out: list[dict[str, object]] = []
+    with tempfile.TemporaryDirectory(prefix="ensemble-timeline-") as tmp:
+        folder = Path(tmp)
+        timeline = folder / "timeline.jsonl"
+        env = {
+            **os.environ,
+            "PYTHONPATH": f"{tree}{os.pathsep}{HOOK}",
+            "ENSEMBLE_TIMELINE": str(timeline),
+            "ENSEMBLE_DATA_DIR": str(folder / "data"),
+            "ENSEMBLE_WORKERS": "1",
+            "ENSEMBLE_MAX_UPLOAD_BYTES": str(len(body) + 1_000_000),
+            "HOST": "127.0.0.1",
+        }
+        env.pop("ENSEMBLE_API_KEYS", None)
+        port = free_port()
+        env["PORT"] = str(port)
+        base = f"http://127.0.0.1:{port}"
+        log_path = folder / "service.log"
+        with open(log_path, "wb") as log:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "app"], cwd=tree, env=env, stdout=log, stderr=log
+            )
+        try:
+            until_ready(process, base, log_path)
+            with httpx.Client(base_url=base, timeout=600) as client:
+                files = {"file": ("table.parquet", body, "application/vnd.apache.parquet")}
+                uploaded = client.post("/v1/datasets", files=files, data={"name": "scale"})
+                uploaded.raise_for_status()
+                request = {
+                    "dataset_id": uploaded.json()["id"],
+                    "target": "target",
+                    "task": "classification",
+                    "ensemble": lightgbm_spec(size),
+                    "evaluation": {"holdout_fraction": 0.0, "cv_folds": 0},
+                    "random_state": SEED,
+                }
+                for _ in range(rounds):
+                    direct = direct_lightgbm(frame, size, 1)[0]
+                    timeline.write_text("")
+                    submitted = time.time()
+                    wall, version = train_and_wait(client, "scale", request)
+                    time.sleep(0.3)  # the last lines of the worker
+                    lines = [json.loads(x) for x in timeline.read_text().splitlines()]
+                    out.append(
+                        {
+                            "direct": direct,
+                            "wall": wall,
+                            "train_s": version["training"]["duration_s"],
+                            "submitted": submitted,
+                            "stages": lines,
+                            "load": os.getloadavg()[0],
+                            "inference": {
+                                k: v
+                                for k, v in version["inference"].items()
+                                if not k.endswith("seconds")
+                            },
+                        }
+                    )
+                    show(out[-1])
+        finally:
+            stop(process)
+    return out
+
+
+def show(job: dict[str, object]) -> None:
+    t = float(job["submitted"])  # type: ignore[arg-type]
+    print(
+        f"direct {job['direct']:.2f} s, service {job['wall']:.2f} s, train() "
+        f"{job['train_s']:.2f} s, ratio {float(job['wall']) / float(job['direct']):.3f}, "  # type: ignore[arg-type]
+        f"load {job['load']:.1f}"
+    )
+    print(f"  {'stage':40s} {'pid':>7s} {'start':>7s} {'end':>7s} {'wall':>6s} {'cpu':>6s}")
+    stages = [s for s in job["stages"] if s["what"] not in QUIET]  # type: ignore[attr-defined]
+    for s in sorted(stages, key=lambda s: s["t0"]):
+        print(
+            f"  {s['what']:40s} {s['pid']:7d} {s['t0'] - t:7.3f} {s['t1'] - t:7.3f} "
+            f"{s['t1'] - s['t0']:6.3f} {s['cpu1'] - s['cpu0']:6.3f}"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tree", default=str(Path(__file__).resolve().parents[1]))
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--rows", type=int, default=200_000)
+    parser.add_argument("--size", type=int, default=500)
+    parser.add_argument("--json")
+    args = parser.parse_args()
+    jobs = run(Path(args.tree), args.rounds, args.rows, args.size)
+    if args.json:
+        Path(args.json).write_text(json.dumps(jobs) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
