@@ -288,7 +288,7 @@ def cast_rows(X: FloatArray, plan: Plan) -> FloatArray | None:
         return out
     if not plan.float32:
         return _unknown_as_missing(X, plan.categories)
-    if X.size and _in_float32(X):  # (NaN holds no bound)
+    if X.size and np.abs(X).max() <= _FLOAT32_MAX:  # (NaN holds no bound)
         # Every value finite and within float32's range: the cast cannot overflow, so it
         # needs neither errstate (two seterr calls) nor the finiteness checks after it.
         return X.astype(np.float32).astype(np.float64)
@@ -301,17 +301,6 @@ def cast_rows(X: FloatArray, plan: Plan) -> FloatArray | None:
 
 
 _FLOAT32_MAX = float(np.finfo(np.float32).max)  # the largest float64 a cast keeps finite
-_MAXIMUM = np.maximum.reduce  # what ndarray.max() calls, without numpy's Python wrapper
-_MINIMUM = np.minimum.reduce
-
-
-def _in_float32(X: FloatArray) -> bool:
-    """``np.abs(X).max() <= _FLOAT32_MAX`` for a non-empty float ``X``, to the same
-    answer (NaN fails both comparisons, an infinity one) without the ``abs`` array and
-    the wrappers: about 2 us of a one-row request's 3."""
-    return bool(_MAXIMUM(X, axis=None) <= _FLOAT32_MAX) and bool(
-        _MINIMUM(X, axis=None) >= -_FLOAT32_MAX
-    )
 
 
 def _unknown_as_missing(

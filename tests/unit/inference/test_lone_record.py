@@ -2,10 +2,7 @@
 record's cells, one type check, one bound check) answers as the careful path does: the
 same rows (the same numbers; the careful path keeps integer columns as int64), the same
 warnings, and for a bad record the same 422 naming the same cells, over random records
-with NaN, infinities, huge numbers, strings, bools, None, missing and extra fields.
-
-And the bound checks that replaced ``np.abs(table).max() < bound`` (``rows.within``,
-``gtil._in_float32``) give its answer for every table, NaN and infinities included."""
+with NaN, infinities, huge numbers, strings, bools, None, missing and extra fields."""
 
 from __future__ import annotations
 
@@ -15,10 +12,9 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
-from hypothesis.extra import numpy as hnp
 
 from ensembles.errors import EnsembleError
-from ensembles.inference import CheckedColumns, check_rows, gtil, rows
+from ensembles.inference import CheckedColumns, check_rows, rows
 from tests.unit.inference.test_batches import servable
 from tests.unit.inference.test_records_together import records
 
@@ -69,34 +65,3 @@ def test_a_lone_record_checked_quickly_is_the_record_checked_carefully(
         ours, theirs = quick.columns[name], careful.columns[name]
         assert ours.dtype == np.float64
         assert ours.tobytes() == theirs.astype(np.float64).tobytes()  # -0.0 stays -0.0
-
-
-VALUES = st.one_of(
-    st.floats(width=64),  # NaN and infinities included
-    st.sampled_from([2.0**53, -(2.0**53), np.nextafter(2.0**53, 0), 3.4028235e38, -0.0]),
-)
-TABLES = hnp.arrays(
-    np.float64, hnp.array_shapes(min_dims=1, max_dims=2, min_side=1, max_side=5), elements=VALUES
-)
-
-
-@settings(max_examples=500, deadline=None)
-@given(table=TABLES)
-def test_the_bound_checks_answer_as_the_largest_magnitude(table: np.ndarray[Any, Any]) -> None:
-    magnitude = np.abs(table).max()
-    assert rows.within(table, 2**53) == bool(magnitude < 2**53)
-    assert rows.exact_floats(table) == bool(magnitude < 2**53)
-    top = gtil._FLOAT32_MAX
-    assert gtil._in_float32(table) == bool(magnitude <= top)
-
-
-def test_the_bound_checks_at_their_bounds() -> None:
-    top = gtil._FLOAT32_MAX
-    assert gtil._in_float32(np.array([[top, -top]]))
-    assert not gtil._in_float32(np.array([[np.nextafter(top, np.inf), 0.0]]))
-    assert not gtil._in_float32(np.array([[0.0, np.nan]]))
-    below = np.nextafter(2.0**53, 0)
-    assert rows.within(np.array([[below, -below]]), 2**53)
-    assert not rows.within(np.array([[2.0**53]]), 2**53)
-    assert not rows.within(np.array([[-(2.0**53)]]), 2**53)
-    assert not rows.within(np.array([[1.0, np.nan, 2.0]]), 2**53)
