@@ -117,7 +117,7 @@ class CompiledModel:
         proba = self._link(scores)
         index, ambiguous = decide(proba if self.plan.decision == "proba" else scores, self.plan)
         labels = np.asarray(estimator.classes_).take(index)
-        if ambiguous.any():
+        if np.count_nonzero(ambiguous):  # (``any()`` goes through numpy's Python wrapper)
             labels[ambiguous] = estimator.predict(np.asarray(Xt)[ambiguous])
         return labels, proba
 

@@ -405,7 +405,7 @@ def decide(scores: FloatArray, plan: Plan) -> tuple[IntArray, BoolArray]:
 
 def first_max(scores: FloatArray, margin: float = TIE_MARGIN) -> tuple[IntArray, BoolArray]:
     """The first maximum of each row, and rows whose top two are within ``margin``."""
-    index = np.argmax(scores, axis=1)
+    index = scores.argmax(axis=1)  # (np.argmax's wrapper calls this method)
     if scores.shape[1] < 2:
         return index, np.zeros(len(index), dtype=bool)
     if scores.shape[1] == 2:  # the top two are the two: max - min is |a - b|, to the bit
