@@ -26,7 +26,11 @@ CPU for that forest) until ``train()`` begins the summary (:meth:`EngineVerdict.
 (the boosting libraries explain with their own threaded code) check at once, as before.
 
 The verdict is the one the job made in turn (the same compiled engine, the same check on
-the same rows in the same order, the same decision); only its seconds differ.  A failure
+the same rows in the same order, the same decision); only its seconds differ.  LightGBM's
+predictions on one booster must not run beside each other (:func:`_with_own_lightgbm`):
+a LightGBM model is checked on a copy of its own; a composite holding LightGBM members,
+whose figures ask each member, is checked in the wait, after the figures, as it was
+before the check ran beside them.  A failure
 in it is raised where the verdict was computed before (after ``train()``'s own errors);
 a cancel while waiting for it ends the job at once: the thread is left to finish on its
 own (a daemon: a worker process exits without it).
@@ -34,23 +38,30 @@ own (a daemon: a worker process exits without it).
 
 from __future__ import annotations
 
+import copy
+import pickle
 import threading
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import pandas as pd
+from sklearn.base import BaseEstimator
 from sklearn.pipeline import Pipeline
 
 from ensembles.errors import TrainingCancelledError
 from ensembles.explain.summary import holds_the_gil
+from ensembles.inference.compiled import CompiledModel
 from ensembles.inference.compiling import Compiled, calibrated, compile_model, verdict_of
 from ensembles.inference.fidelity import FidelityReport
+from ensembles.inference.gtil import compiled_as
 from ensembles.tasks import Task
 from ensembles.training_run import CancelToken
 
 __all__ = ["CANCEL_POLL_S", "EngineVerdict"]
 
 CANCEL_POLL_S = 0.1  # how often a wait for the check reads the cancel token
+MAX_DEPTH = 16  # object levels searched for a LightGBM member (specs nest a few deep)
 
 
 class EngineVerdict:
@@ -79,18 +90,21 @@ class EngineVerdict:
         self._error: BaseException | None = None
 
     def start(self, pipeline: Pipeline, X_train: pd.DataFrame) -> Callable[[], None]:
-        """Compile and check ``pipeline`` on a thread; answers the wait for it."""
+        """Compile and check ``pipeline`` on a thread; answers the wait for it (a
+        composite with LightGBM members: the thread starts in the wait, see the module)."""
         self._X_train = X_train
         self._thread = threading.Thread(
             target=self._check, args=(pipeline, X_train), name="engine-verdict", daemon=True
         )
-        self._thread.start()
+        if not _lightgbm_within(pipeline[-1]) or _is_lightgbm(pipeline[-1]):
+            self._thread.start()
         return self.wait
 
     def _check(self, pipeline: Pipeline, X_train: pd.DataFrame) -> None:
         try:
-            self._checked = compile_model(
-                pipeline,
+            checked = _with_own_lightgbm(pipeline)
+            compiled, report = compile_model(
+                checked,
                 self.task,
                 X_train,
                 self.random_state,
@@ -98,6 +112,9 @@ class EngineVerdict:
                 threads=self.threads,
                 before_compiled=self._until_explaining if holds_the_gil(pipeline) else None,
             )
+            if isinstance(compiled, CompiledModel) and checked is not pipeline:
+                compiled = replace(compiled, pipeline=pipeline)  # calibrated as served
+            self._checked = compiled, report
         except BaseException as exc:  # raised by result(), in the job's thread
             self._error = exc
         finally:
@@ -122,6 +139,8 @@ class EngineVerdict:
         held for the summary goes on: nothing runs beside it any more."""
         if self._thread is None:
             raise RuntimeError("the verdict was never started")
+        if self._thread.ident is None:  # held until the figures are measured (start)
+            self._thread.start()
         self.explaining()
         while not self._done.wait(CANCEL_POLL_S):
             if self.cancel is not None and self.cancel.is_set():
@@ -137,3 +156,42 @@ class EngineVerdict:
         assert self._checked is not None and self._X_train is not None
         compiled, report = self._checked
         return verdict_of(calibrated(compiled, report, self._X_train)[1])
+
+
+def _is_lightgbm(estimator: Any) -> bool:
+    return isinstance(estimator, BaseEstimator) and compiled_as(estimator) == "lightgbm"
+
+
+def _lightgbm_within(estimator: Any, depth: int = 0) -> bool:
+    """Is ``estimator`` a LightGBM model or does one of its members (fitted or not, to
+    any depth a spec nests) hold one?"""
+    if _is_lightgbm(estimator):
+        return True
+    if depth > MAX_DEPTH or not isinstance(estimator, BaseEstimator):
+        return False
+    for value in vars(estimator).values():
+        items = value.values() if isinstance(value, dict) else value
+        for item in items if isinstance(items, list | tuple) else (items,):
+            member = item[-1] if isinstance(item, tuple) and item else item
+            if isinstance(member, BaseEstimator) and _lightgbm_within(member, depth + 1):
+                return True
+    return False
+
+
+def _with_own_lightgbm(pipeline: Pipeline) -> Pipeline:
+    """``pipeline`` with a LightGBM ensemble step of its own, for the check.
+
+    LightGBM's predictions on one booster are not safe beside each other: each sets the
+    booster's iteration range (``InitPredict``) under a shared lock, so the check's
+    predictions beside the figures' staged ones (``start_iteration``/``num_iteration``
+    of the curve) read a range another thread changed, and a worker died of the heap it
+    corrupted (``free(): invalid pointer``, SIGABRT: ``test_library_kinds``' early-stopped
+    LightGBM under load, on 710178f as well).  The check's copy is the pickle round
+    trip the artifact makes (LightGBM's model text, its best iteration kept), so what
+    it checks is the model as it is served."""
+    if not _is_lightgbm(pipeline[-1]):
+        return pipeline
+    name, estimator = pipeline.steps[-1]
+    own = copy.copy(pipeline)
+    own.steps = [*pipeline.steps[:-1], (name, pickle.loads(pickle.dumps(estimator, protocol=5)))]
+    return own

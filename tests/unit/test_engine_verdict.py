@@ -32,6 +32,10 @@ TIMED = ("compile_seconds", "check_seconds", "crossover_rows")
 KINDS: list[tuple[str, dict[str, Any]]] = [
     ("breast_cancer", {"kind": "random_forest", "params": {"n_estimators": 12}}),
     ("wine", {"kind": "lightgbm", "params": {"n_estimators": 30}}),
+    (
+        "iris",
+        {"kind": "lightgbm", "params": {"n_estimators": 300, "early_stopping_rounds": 5}},
+    ),
     ("diabetes", {"kind": "xgboost", "params": {"n_estimators": 20}}),
     (
         "iris",
@@ -40,6 +44,17 @@ KINDS: list[tuple[str, dict[str, Any]]] = [
             "params": {"voting": "soft"},
             "estimators": [
                 {"name": "rf", "kind": "random_forest", "params": {"n_estimators": 5}},
+                {"name": "nb", "kind": "gaussian_nb"},
+            ],
+        },
+    ),
+    (
+        "iris",
+        {
+            "kind": "voting",
+            "params": {"voting": "soft"},
+            "estimators": [
+                {"name": "lgb", "kind": "lightgbm", "params": {"n_estimators": 20}},
                 {"name": "nb", "kind": "gaussian_nb"},
             ],
         },
@@ -59,7 +74,7 @@ def _artifact(pipeline: Pipeline) -> bytes:
     return out.getvalue()
 
 
-@pytest.mark.parametrize(("dataset", "raw"), KINDS, ids=[str(raw["kind"]) for _, raw in KINDS])
+@pytest.mark.parametrize(("dataset", "raw"), KINDS, ids=[f"{raw['kind']}-{d}" for d, raw in KINDS])
 def test_the_verdict_beside_is_the_verdict_after(dataset: str, raw: dict[str, Any]) -> None:
     task = training_data(dataset).task
     after = _train(dataset, raw)
@@ -121,6 +136,57 @@ def test_a_lightgbm_check_starts_before_its_answers_are_read_and_checked(
     monkeypatch.setattr(ScoreWatch, "answers", answers)
     _train("wine", {"kind": "lightgbm", "params": {"n_estimators": 10}}, on_fitted=on_fitted)
     assert events == ["started", "answers", "kept"]
+
+
+def test_the_check_never_asks_the_fitted_lightgbm_booster(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """LightGBM's predictions on one booster set its iteration range: beside the figures'
+    staged predictions they read ranges changed under them, and a worker died of it
+    (SIGABRT).  The check asks a copy of its own; the verdict is the same and is
+    calibrated on the fitted estimator (as it is served)."""
+    import lightgbm
+
+    asked: list[tuple[int, str]] = []
+    own = lightgbm.LGBMClassifier.predict_proba
+
+    def predict_proba(self: Any, X: Any, *args: Any, **kwargs: Any) -> Any:
+        asked.append((id(self), threading.current_thread().name))
+        return own(self, X, *args, **kwargs)
+
+    monkeypatch.setattr(lightgbm.LGBMClassifier, "predict_proba", predict_proba)
+    raw = {"kind": "lightgbm", "params": {"n_estimators": 300, "early_stopping_rounds": 5}}
+    beside = EngineVerdict("classification", RS, 2)
+    fitted = _train("iris", raw, on_fitted=beside.start)
+    main = threading.current_thread().name
+    fitted_id = id(fitted.pipeline[-1])
+    assert any(who == fitted_id for who, _ in asked)  # the figures asked it
+    assert {thread for who, thread in asked if who == fitted_id} == {main}
+    assert {thread for who, thread in asked if who != fitted_id} - {main}  # the check's copy
+    beside.wait()
+    assert beside._checked is not None and beside._checked[0] is not None
+    assert beside._checked[0].pipeline is fitted.pipeline
+    assert beside.result()["engine"] == ENGINE
+
+
+def test_a_composite_holding_lightgbm_is_checked_in_the_wait() -> None:
+    """Its figures ask each member: the check of a composite with a LightGBM member
+    waits for them (it starts in the wait), as a plain LightGBM model need not."""
+    fitted = _train(
+        "iris",
+        {
+            "kind": "bagging",
+            "params": {"n_estimators": 3},
+            "estimator": {"kind": "lightgbm", "params": {"n_estimators": 10}},
+        },
+    )
+    checked = threading.Event()
+    verdict = EngineVerdict("classification", RS, 2, on_checked=checked.set)
+    wait = verdict.start(fitted.pipeline, fitted.train_rows)
+    assert not checked.wait(1.0)
+    wait()
+    assert checked.is_set()
+    assert verdict.result()["engine"] == ENGINE
 
 
 def test_a_check_started_with_the_fit_is_released_when_the_fit_then_fails(
