@@ -25,7 +25,14 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from service_bench import free_port, stop, until_ready
-from train_scale import SEED, direct_lightgbm, lightgbm_spec, parquet, table, train_and_wait
+from train_scale import (
+    direct_lightgbm,
+    lightgbm_spec,
+    parquet,
+    table,
+    train_and_wait,
+    uploaded_request,
+)
 
 HOOK = Path(__file__).resolve().parent / "timeline_hook"
 QUIET = {"sql_jobs.SqlJobs.get_job"}  # read every 0.25 s by the wait and the job's updates
@@ -59,17 +66,7 @@ def run(tree: Path, rounds: int, rows: int, size: int) -> list[dict[str, object]
         try:
             until_ready(process, base, log_path)
             with httpx.Client(base_url=base, timeout=600) as client:
-                files = {"file": ("table.parquet", body, "application/vnd.apache.parquet")}
-                uploaded = client.post("/v1/datasets", files=files, data={"name": "scale"})
-                uploaded.raise_for_status()
-                request = {
-                    "dataset_id": uploaded.json()["id"],
-                    "target": "target",
-                    "task": "classification",
-                    "ensemble": lightgbm_spec(size),
-                    "evaluation": {"holdout_fraction": 0.0, "cv_folds": 0},
-                    "random_state": SEED,
-                }
+                request = uploaded_request(client, body, lightgbm_spec(size))
                 for _ in range(rounds):
                     direct = direct_lightgbm(frame, size, 1)[0]
                     timeline.write_text("")
