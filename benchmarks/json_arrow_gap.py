@@ -15,11 +15,12 @@ each, the server process's CPU per request (every thread, from /proc), and the
 JSON-minus-Arrow gap in wall and CPU.
 
 ``--in-process`` (models named as in ``big_bodies.py``: xgboost, rf, gb, lightgbm) says
-why, without HTTP: it checks that both bodies' checked columns become the same float64
-matrix (dtype, C order, bits) for the same engine with the same answer, then times in
-alternating rounds (thread CPU of the calling thread, and process CPU, every thread) each
-body's reading and checking, the matrix made, the engine's answer on either matrix, the
-whole prediction and the response written.
+why, without HTTP, on the same body (``json.dumps``, as ``make bench`` writes it): it
+checks that both bodies' checked columns become the same float64 matrix (dtype, C order,
+bits) for the same engine with the same answer, then times in alternating rounds (thread
+CPU of the calling thread, and process CPU, every thread) each body's reading and
+checking, the matrix made, the engine's answer on either matrix, the whole prediction and
+the response written.
 
 The gap is what the JSON body costs of its own: the body's bytes are the same size
 (2.4 MB), and once read both bodies give the same float64 matrix to the same engine and
@@ -102,6 +103,8 @@ def gap(base: str, pid: int, client: httpx.Client, ref: sb.Reference, requests: 
 
 def in_process(name: str, rounds: int) -> None:
     """One model's JSON and Arrow stages in this process (see the module); printed."""
+    import json
+
     import big_bodies as bb
     import orjson
     from sklearn import datasets
@@ -130,7 +133,7 @@ def in_process(name: str, rounds: int) -> None:
     rng = np.random.default_rng(bb.SEED)
     rows = data.X.iloc[rng.integers(0, len(data.X), bb.ROWS)].reset_index(drop=True)
     instances = {"columns": list(rows.columns), "data": rows.to_numpy().tolist()}
-    body = orjson.dumps({"instances": instances, "options": {"return_proba": True}})
+    body = json.dumps({"instances": instances, "options": {"return_proba": True}}).encode()
     arrow = bb.arrow_body(rows)
     options = PredictOptions(return_proba=True)
     signature = servable.signature
