@@ -3,7 +3,8 @@
 Starts the service of a tree (``--tree``, default this one: ``python -m app`` from that
 folder) with ``benchmarks/timeline_hook`` on ``PYTHONPATH`` and ``ENSEMBLE_TIMELINE``
 set, trains the 500-round LightGBM on 200,000 x 20 rows (``train_scale``'s table) through
-the API ``--rounds`` times, each after a direct fit (``train_scale.direct_lightgbm``), and
+the API ``--rounds`` times (``--kind random_forest --size 100``: the 100-tree forest),
+each after a direct fit (``train_scale.direct_lightgbm``), and
 prints, for each job, every stage the hook saw: its start and end in seconds from the
 submit, its wall and its process's CPU.  Two trees run alternately give A/B rounds:
 
@@ -26,7 +27,9 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from service_bench import free_port, stop, until_ready
 from train_scale import (
+    direct,
     direct_lightgbm,
+    forest_spec,
     lightgbm_spec,
     parquet,
     table,
@@ -38,7 +41,9 @@ HOOK = Path(__file__).resolve().parent / "timeline_hook"
 QUIET = {"sql_jobs.SqlJobs.get_job"}  # read every 0.25 s by the wait and the job's updates
 
 
-def run(tree: Path, rounds: int, rows: int, size: int) -> list[dict[str, object]]:
+def run(
+    tree: Path, rounds: int, rows: int, size: int, kind: str = "lightgbm"
+) -> list[dict[str, object]]:
     frame = table(rows, 20)
     body = parquet(frame)
     out: list[dict[str, object]] = []
@@ -66,9 +71,12 @@ def run(tree: Path, rounds: int, rows: int, size: int) -> list[dict[str, object]
         try:
             until_ready(process, base, log_path)
             with httpx.Client(base_url=base, timeout=600) as client:
-                request = uploaded_request(client, body, lightgbm_spec(size))
+                forest = kind == "random_forest"
+                spec = forest_spec(size) if forest else lightgbm_spec(size)
+                request = uploaded_request(client, body, spec)
                 for _ in range(rounds):
-                    direct = direct_lightgbm(frame, size, 1)[0]
+                    fit = direct if forest else direct_lightgbm
+                    direct_s = fit(frame, size, 1)[0]
                     timeline.write_text("")
                     submitted = time.time()
                     wall, version = train_and_wait(client, "scale", request)
@@ -76,7 +84,7 @@ def run(tree: Path, rounds: int, rows: int, size: int) -> list[dict[str, object]
                     lines = [json.loads(x) for x in timeline.read_text().splitlines()]
                     out.append(
                         {
-                            "direct": direct,
+                            "direct": direct_s,
                             "wall": wall,
                             "train_s": version["training"]["duration_s"],
                             "submitted": submitted,
@@ -116,10 +124,11 @@ def main() -> None:
     parser.add_argument("--tree", default=str(Path(__file__).resolve().parents[1]))
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--rows", type=int, default=200_000)
-    parser.add_argument("--size", type=int, default=500)
+    parser.add_argument("--size", type=int, default=500, help="boosting rounds or trees")
+    parser.add_argument("--kind", choices=["lightgbm", "random_forest"], default="lightgbm")
     parser.add_argument("--json")
     args = parser.parse_args()
-    jobs = run(Path(args.tree), args.rounds, args.rows, args.size)
+    jobs = run(Path(args.tree), args.rounds, args.rows, args.size, args.kind)
     if args.json:
         Path(args.json).write_text(json.dumps(jobs) + "\n", encoding="utf-8")
 
