@@ -37,7 +37,7 @@ def _summaries(
     parquet: pq.ParquetFile, dtypes: dict[str, ColumnDtype], recorded: Sequence[object]
 ) -> tuple[ColumnSummary, ...] | None:
     """The record's summaries when the footer agrees with every one of them, else None."""
-    if len(recorded) != len(dtypes):
+    if not isinstance(recorded, list | tuple) or len(recorded) != len(dtypes):
         return None
     summaries: list[ColumnSummary] = []
     for i, ((name, dtype), entry) in enumerate(zip(dtypes.items(), recorded, strict=True)):
@@ -46,7 +46,9 @@ def _summaries(
         n_missing, n_unique = entry["n_missing"], entry["n_unique"]
         if entry["name"] != name or entry["dtype"] != dtype:
             return None
-        if type(n_missing) is not int or type(n_unique) is not int or n_unique < 0:
+        if type(n_missing) is not int or type(n_unique) is not int:
+            return None
+        if not 0 <= n_unique <= parquet.metadata.num_rows - n_missing:
             return None
         if footer_null_count(parquet, i) != n_missing:
             return None

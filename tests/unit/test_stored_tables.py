@@ -95,16 +95,29 @@ def _changed(recorded: list[object], index: int, **fields: object) -> list[objec
         lambda r: _changed(r, 0, dtype="int64"),
         lambda r: _changed(r, 7, n_missing=0),
         lambda r: _changed(r, 0, n_unique=-1),
+        lambda r: _changed(r, 0, n_unique=61),
         lambda r: _changed(r, 0, n_unique="3"),
         lambda r: [*r[1:], r[0]],
         lambda r: ["x", *r[1:]],
     ],
-    ids=["none", "one-short", "name", "dtype", "missing", "unique", "unique-text", "order", "junk"],
+    ids=[
+        "none",
+        "one-short",
+        "name",
+        "dtype",
+        "missing",
+        "unique",
+        "unique-over-rows",
+        "unique-text",
+        "order",
+        "junk",
+    ],
 )
 def test_a_record_the_footer_disagrees_with_is_not_trusted(change: object) -> None:
     parquet = table_to_parquet(table_from_frame(_frame()))
     recorded = _recorded(read_table(parquet, filename="t.parquet"))
     assert read_stored_table(parquet, change(recorded)) is None  # type: ignore[operator]
+    assert read_stored_table(parquet, {"columns": recorded}) is None  # type: ignore[arg-type]
 
 
 def test_a_file_the_footer_cannot_vouch_for_is_read_whole() -> None:
