@@ -148,11 +148,16 @@ def empty_series(n: int) -> pd.Series:
     return pd.Series(np.full(n, np.nan), dtype="float64")
 
 
-def float_series(name: str, floats: np.ndarray[Any, Any]) -> pd.Series:
+def finite_floats(name: str, floats: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """``floats`` itself (not a copy) once no value is +-inf; else the first one's error."""
     bad = np.flatnonzero(np.isinf(floats))
     if bad.size:
         raise cell_error(int(bad[0]), name, f"{floats[bad[0]]} is not a finite number")
-    return pd.Series(floats, dtype="float64")
+    return floats
+
+
+def float_series(name: str, floats: np.ndarray[Any, Any]) -> pd.Series:
+    return pd.Series(finite_floats(name, floats), dtype="float64")
 
 
 def number_series(name: str, values: Sequence[int | float | None]) -> pd.Series:
@@ -190,7 +195,7 @@ def text_series(values: Sequence[str | None], sniff_dates: bool = True) -> pd.Se
     return pd.Series(list(values), dtype=object)
 
 
-def _dtype_of(series: pd.Series) -> ColumnDtype:
+def dtype_of(series: pd.Series) -> ColumnDtype:
     if isinstance(series.dtype, pd.DatetimeTZDtype):
         return "datetime"
     if series.dtype == np.dtype(object):
@@ -207,7 +212,7 @@ def finish_table(columns: Mapping[str, pd.Series]) -> Table:
     if len(frame) == 0:
         raise DataError("empty table", [Problem(("table",), "the table has no rows")])
     summaries = tuple(
-        ColumnSummary(str(name), _dtype_of(s), int(s.isna().sum()), distinct_count(s))
+        ColumnSummary(str(name), dtype_of(s), int(s.isna().sum()), distinct_count(s))
         for name, s in frame.items()
     )
     return Table(frame, summaries)
@@ -245,7 +250,7 @@ def _objects_column(name: str, s: pd.Series) -> pd.Series:
     """
     objects = s.to_numpy(dtype=object)
     if pd.api.types.infer_dtype(objects, skipna=False) == "string":
-        return text_series(objects.tolist(), sniff_dates=False)
+        return pd.Series(objects, dtype=object, copy=True)  # the same str objects, no list
     values = [None if is_missing(v) else v for v in objects]
     if all(isinstance(v, str | None) for v in values):
         return text_series(cast(list[str | None], values), sniff_dates=False)
@@ -255,10 +260,11 @@ def _objects_column(name: str, s: pd.Series) -> pd.Series:
     raise DataError("mixed value types", [Problem(("columns", name), msg)])
 
 
-def _frame_column(name: str, s: pd.Series) -> pd.Series:
+def frame_column(name: str, s: pd.Series) -> pd.Series:
     """Map one column of any pandas dtype onto the five canonical dtypes."""
-    dtype, missing = s.dtype, bool(s.isna().any())
-    if bool(s.isna().all()):
+    absent = s.isna()  # once: 10 ms a call on 200,000 strings
+    dtype, missing = s.dtype, bool(absent.any())
+    if bool(absent.all()):
         return empty_series(len(s))
     if isinstance(dtype, pd.CategoricalDtype | pd.StringDtype) or dtype == np.dtype(object):
         return _objects_column(name, s)
@@ -285,7 +291,7 @@ def table_from_frame(frame: pd.DataFrame) -> Table:
     """Canonicalise a built frame; idempotent, so a stored canonical table loads back equal."""
     if problems := name_problems(list(frame.columns)):
         raise problems_error("invalid column names", problems)
-    return finish_table({str(n): _frame_column(str(n), s) for n, s in frame.items()})
+    return finish_table({str(n): frame_column(str(n), s) for n, s in frame.items()})
 
 
 # ---------------------------------------------------------------------- JSON values

@@ -37,6 +37,7 @@ from ensembles.parallel import MemberPool
 from ensembles.registry import Registry, job_problem
 from ensembles.registry.documents import JobDocument, VersionMetadata
 from ensembles.stored_labels import read_labels_source
+from ensembles.stored_tables import read_stored_table
 from ensembles.training import FittedModel, train
 from ensembles.training_data import Labels, select_labels
 
@@ -128,9 +129,15 @@ def load_training_data(
     task: Task | None,
 ) -> TrainingData:
     """The stored dataset (verified bytes) as the training data of a job: the check at
-    submit and the training read it alike. DataError naming the columns that do not fit."""
+    submit and the training read it alike. DataError naming the columns that do not fit.
+
+    The table's column summaries are its record's when the file's footer agrees with
+    them (:mod:`ensembles.stored_tables`), else the whole read computes them again."""
+    record = registry.get_dataset(dataset_id)
     parquet = registry.read_dataset_parquet(dataset_id)
-    table = read_table(parquet, filename=f"{dataset_id}.parquet")
+    table = read_stored_table(parquet, record.columns)
+    if table is None:
+        table = read_table(parquet, filename=f"{dataset_id}.parquet")
     return select_training_data(table, target, features, task)
 
 

@@ -51,8 +51,8 @@ def _target_problems(name: str, dtype: ColumnDtype, values: pd.Series, task: Tas
         if fractional.size:
             row, value = values.index[fractional[0]], values.iloc[fractional[0]]
             return [f"classes must be whole numbers; {name!r} has {value} in row {row}"]
-    if values.nunique() < 2:
-        return [f"classification needs at least 2 classes; {name!r} has {values.nunique()}"]
+    if (classes := values.nunique()) < 2:  # counted once: it hashes every label
+        return [f"classification needs at least 2 classes; {name!r} has {classes}"]
     return []
 
 
@@ -68,12 +68,14 @@ def _check_target(
         return [Problem(("target",), msg)], task or "regression"
     series = frame[target]
     messages: list[str] = []
-    if (missing := np.flatnonzero(series.isna().to_numpy())).size:
+    absent = series.isna().to_numpy()  # once: 10 ms a call on 200,000 strings
+    if (missing := np.flatnonzero(absent)).size:
         count = f"{missing.size} rows have" if missing.size > 1 else "1 row has"
         first = ", ".join(str(r) for r in missing[:3])
         messages.append(f"{count} no value in target {target!r} (first: rows {first})")
-    resolved = task or infer_task(series, dtype)
-    messages += _target_problems(target, dtype, series.dropna(), resolved)
+    present = series[~absent] if missing.size else series  # series.dropna()
+    resolved = task or infer_task(present, dtype)
+    messages += _target_problems(target, dtype, present, resolved)
     return [Problem(("target",), m) for m in messages], resolved
 
 

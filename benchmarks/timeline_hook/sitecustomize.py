@@ -34,6 +34,7 @@ _TARGETS = (
     ("ensembles.jobs", None, "train"),
     ("ensembles.jobs", None, "version_metadata"),
     ("ensembles.jobs", None, "read_table"),
+    ("ensembles.jobs", None, "read_stored_table"),
     ("ensembles.jobs", None, "select_training_data"),
     ("ensembles.training", None, "_split"),
     ("ensembles.training", None, "_fit"),

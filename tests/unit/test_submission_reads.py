@@ -138,3 +138,20 @@ def test_labels_decide_as_the_whole_read(
     new = _outcome(load_labels, registry, dataset_id, case)
     old = _outcome(load_training_data, registry, dataset_id, case)
     assert new == old
+
+
+def test_submit_check_does_not_summarise_the_target(
+    registry: Registry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Fails on the old code: the check counted the target's distinct values for a
+    column summary it never reads (the labels are checked from the values)."""
+    from ensembles import data as data_module
+
+    dataset_id = _store(registry, table_to_parquet(table_from_frame(_frame())))
+
+    def counted(_: pd.Series) -> int:
+        raise AssertionError("the target summarised")
+
+    monkeypatch.setattr(data_module, "distinct_count", counted)
+    labels = load_labels(registry, dataset_id, "label", None, None)
+    assert labels.task == "classification" and labels.y.tolist().count("yes") > 0
