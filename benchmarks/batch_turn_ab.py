@@ -78,6 +78,12 @@ def main() -> None:
     parser.add_argument("--scenario", default="single_1")
     parser.add_argument("--census", action="store_true")
     parser.add_argument("--unbatched", action="store_true", help="ENSEMBLE_BATCH_MAX_WAIT_MS=0")
+    parser.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        help="NAME:KEY=VALUE: an environment variable for one tree's server only",
+    )
     args = parser.parse_args()
     import numpy as np
     import service_bench as sb
@@ -95,10 +101,15 @@ def main() -> None:
     wrk, _ = find_wrk(install=False)
     load = LoadGenerator(wrk)
     extra = {"ENSEMBLE_BATCH_MAX_WAIT_MS": "0"} if args.unbatched else {}
+    own: dict[str, dict[str, str]] = {name: {} for name in trees}
+    for given in args.env:
+        name, _, pair = given.partition(":")
+        key, _, value = pair.partition("=")
+        own[name][key] = value
     if args.census:
         for name, tree in trees.items():
             out = Path(tempfile.mkstemp(prefix="census-", suffix=".json")[1])
-            with server(tree, data / "data", out, extra) as (base, _):
+            with server(tree, data / "data", out, {**extra, **own[name]}) as (base, _):
                 load.run(base + path, chosen.bodies, args.clients, 1, chosen.content_type)
                 run = load.run(
                     base + path, chosen.bodies, args.clients, args.seconds, chosen.content_type
@@ -116,7 +127,7 @@ def main() -> None:
         return
     with contextlib.ExitStack() as stack:
         bases = {
-            name: stack.enter_context(server(t, data / "data", None, extra))
+            name: stack.enter_context(server(t, data / "data", None, {**extra, **own[name]}))
             for name, t in trees.items()
         }
         for base, _ in bases.values():  # warm-up: the model loaded, the caches full
