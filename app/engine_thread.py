@@ -15,8 +15,9 @@ What is computed is the same call with the same arguments (the servable's, which
 worker-thread path of :class:`app.batching.Batcher` already calls from several threads),
 so the bits are the same; the work runs in a copy of the context the loop would have run
 it in (the request id of the log lines it writes). A request answered alone (the first
-of its loop turn, nobody else waiting: one client) never comes here: handing it over and
-back would only add its wake-ups to its latency.
+of its loop turn, nobody else waiting: one client) and a batch of fewer than four
+(:data:`app.batching._BESIDE_FROM`) never come here: handing them over and back costs
+two wake-ups and the GIL's hand-overs, more than the little engine time it frees.
 """
 
 from __future__ import annotations

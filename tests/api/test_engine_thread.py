@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from app.batching import Batcher
+from app.batching import _BESIDE_FROM, Batcher
 from app.engine_thread import EngineThread
 from app.logs import REQUEST_ID
 from app.metrics import Metrics
@@ -140,12 +140,12 @@ async def test_an_interrupted_batch_fails_its_requests_and_the_thread_goes_on(
     def interrupted(self: Servable, columns: Any, options: Any) -> Any:
         raise Interrupted
 
-    parts = one_row_parts("forest", 3)
+    parts = one_row_parts("forest", 4)
     monkeypatch.setattr(Servable, "predict", interrupted)
     answers = await asyncio.gather(
         *(batcher.predict(server, p, PROBA) for p in parts), return_exceptions=True
     )
-    assert [str(a) for a in answers] == ["the batched prediction was interrupted"] * 3
+    assert [str(a) for a in answers] == ["the batched prediction was interrupted"] * 4
     monkeypatch.setattr(Servable, "predict", original)
     again = await asyncio.gather(*(batcher.predict(server, p, PROBA) for p in parts))
     for prediction, part in zip(again, parts, strict=True):
@@ -153,14 +153,25 @@ async def test_an_interrupted_batch_fails_its_requests_and_the_thread_goes_on(
     batcher.close()
 
 
-async def test_a_lone_request_is_answered_on_the_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_lone_request_and_a_small_batch_are_answered_on_the_loop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One client's request, and a batch of fewer than ``_BESIDE_FROM`` requests, whose
+    hand-over would cost more than it frees."""
     server = servable("forest")
     batcher = Batcher(64, NO_CAP, Metrics(), waiting_requests(0), engine_thread=True)
     calls = watched_predicts(monkeypatch)
     await batcher.predict_record(server, [record_of(3)], PROBA, None)
     await batcher.predict(server, one_row_parts("forest", 1)[0], PROBA)
+    batcher = Batcher(64, NO_CAP, Metrics(), waiting_requests(8), engine_thread=True)
+    parts = one_row_parts("forest", _BESIDE_FROM - 1)
+    await asyncio.gather(*(batcher.predict(server, p, PROBA) for p in parts))
     monkeypatch.undo()
-    assert [thread for thread, _, _ in calls] == [threading.get_ident()] * 2
+    assert [(thread, rows) for thread, rows, _ in calls] == [
+        (threading.get_ident(), 1),
+        (threading.get_ident(), 1),
+        (threading.get_ident(), _BESIDE_FROM - 1),
+    ]
     batcher.close()
 
 
