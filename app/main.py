@@ -142,6 +142,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         finally:
             log.info("shutting down: stopping the training workers")
             await runner.stop()
+            services.batcher.close()
             await in_thread(shadows.close)
             cache.clear()
             await in_thread(registry.close)

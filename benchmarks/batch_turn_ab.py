@@ -35,6 +35,12 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def _loop_cpu_seconds(pid: int) -> float:
+    """The CPU of the process's main thread (the event loop's), not of its other threads."""
+    fields = Path(f"/proc/{pid}/task/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 @contextlib.contextmanager
 def server(
     tree: Path, data: Path, census: Path | None, extra: dict[str, str]
@@ -78,6 +84,12 @@ def main() -> None:
     parser.add_argument("--scenario", default="single_1")
     parser.add_argument("--census", action="store_true")
     parser.add_argument("--unbatched", action="store_true", help="ENSEMBLE_BATCH_MAX_WAIT_MS=0")
+    parser.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        help="NAME:KEY=VALUE: an environment variable for one tree's server only",
+    )
     args = parser.parse_args()
     import numpy as np
     import service_bench as sb
@@ -95,10 +107,15 @@ def main() -> None:
     wrk, _ = find_wrk(install=False)
     load = LoadGenerator(wrk)
     extra = {"ENSEMBLE_BATCH_MAX_WAIT_MS": "0"} if args.unbatched else {}
+    own: dict[str, dict[str, str]] = {name: {} for name in trees}
+    for given in args.env:
+        name, _, pair = given.partition(":")
+        key, _, value = pair.partition("=")
+        own[name][key] = value
     if args.census:
         for name, tree in trees.items():
             out = Path(tempfile.mkstemp(prefix="census-", suffix=".json")[1])
-            with server(tree, data / "data", out, extra) as (base, _):
+            with server(tree, data / "data", out, {**extra, **own[name]}) as (base, _):
                 load.run(base + path, chosen.bodies, args.clients, 1, chosen.content_type)
                 run = load.run(
                     base + path, chosen.bodies, args.clients, args.seconds, chosen.content_type
@@ -116,27 +133,30 @@ def main() -> None:
         return
     with contextlib.ExitStack() as stack:
         bases = {
-            name: stack.enter_context(server(t, data / "data", None, extra))
+            name: stack.enter_context(server(t, data / "data", None, {**extra, **own[name]}))
             for name, t in trees.items()
         }
         for base, _ in bases.values():  # warm-up: the model loaded, the caches full
             load.run(base + path, chosen.bodies, args.clients, 1, chosen.content_type)
         figures: dict[str, dict[str, list[float]]] = {
-            name: {"rps": [], "p50": [], "cpu": []} for name in trees
+            name: {"rps": [], "p50": [], "cpu": [], "busy": [], "loop": []} for name in trees
         }
         loads = []
         for r in range(args.rounds):
             order = list(trees) if r % 2 == 0 else list(reversed(trees))
             for name in order:
                 base, pid = bases[name]
-                before = _cpu_seconds(pid)
+                before, loop_before = _cpu_seconds(pid), _loop_cpu_seconds(pid)
                 run = load.run(
                     base + path, chosen.bodies, args.clients, args.seconds, chosen.content_type
                 )
                 spent = _cpu_seconds(pid) - before
+                looped = _loop_cpu_seconds(pid) - loop_before
+                figures[name]["loop"].append(looped / max(run.requests, 1) * 1e6)
                 figures[name]["rps"].append(run.requests / run.seconds)
                 figures[name]["p50"].append(run.latency_ms["p50"])
                 figures[name]["cpu"].append(spent / max(run.requests, 1) * 1e6)
+                figures[name]["busy"].append(100 * spent / run.seconds)
             loads.append(_load())
             time.sleep(0.2)
     load.close()
@@ -149,7 +169,9 @@ def main() -> None:
         print(
             f"{name}: median {statistics.median(f['rps']):.0f} req/s ({rps}); p50 "
             f"{statistics.median(f['p50']):.3f} ms; server CPU "
-            f"{statistics.median(f['cpu']):.0f} us/request"
+            f"{statistics.median(f['cpu']):.0f} us/request (event loop's thread "
+            f"{statistics.median(f['loop']):.0f}), "
+            f"{statistics.median(f['busy']):.0f}% of a core"
         )
     if len(trees) == 2:
         a, b = list(trees)

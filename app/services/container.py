@@ -33,5 +33,10 @@ class Services:
 
     def __post_init__(self) -> None:
         settings = self.settings
-        batcher = Batcher(settings.batch_max_rows, settings.batch_max_wait_ms, self.metrics)
+        batcher = Batcher(
+            settings.batch_max_rows,
+            settings.batch_max_wait_ms,
+            self.metrics,
+            engine_thread=settings.batch_engine_thread,
+        )
         object.__setattr__(self, "batcher", batcher)  # frozen: set once, here
