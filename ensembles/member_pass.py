@@ -26,6 +26,7 @@ from sklearn.base import BaseEstimator
 from sklearn.tree import BaseDecisionTree
 
 from ensembles import metrics
+from ensembles.leaf_order import LeafOrder, leaf_order
 from ensembles.members import (
     FloatArray,
     Member,
@@ -118,7 +119,8 @@ def member_pass(
     marks = set(metrics.checkpoints(tally.drawn)) if tally is not None else set()
     primaries: list[float | None] = []
     kept: list[tuple[Member, NDArray[Any], NDArray[np.bool_]]] = []
-    for m, answer in _answers(members, _rows_for(members, X), task, k, y, codes, chosen):
+    ordered, order, checked = _rows_for(members, X)
+    for m, answer in _answers(members, ordered, order, checked, task, k, y, codes, chosen):
         _add(total, answer)
         primaries.append(answer.primary)
         mask = oob_mask(m, n) if oob else None
@@ -137,34 +139,52 @@ def _tally(members: list[Member], n: int, task: Task, k: int) -> OobTally:
     return OobTally(sums, np.zeros(n, dtype=np.int64), [], drawn)
 
 
-def _rows_for(members: list[Member], X: FloatArray) -> NDArray[Any]:
-    """The rows as the members read them: scikit-learn's trees convert every call's rows
-    to float32, so they are converted once here (the same values)."""
+def _rows_for(members: list[Member], X: FloatArray) -> tuple[NDArray[Any], LeafOrder | None, bool]:
+    """The rows as the members read them, their order, and whether they are checked.
+
+    scikit-learn's trees convert every call's rows to float32 and check them (finite),
+    so they are converted once here (the same values) and checked once: when every value
+    is finite the trees are asked without their own check (the same answers; a row it
+    refuses leaves the check to each call, which raises as before).  And they are walked
+    in the order of the first member's leaves (:mod:`ensembles.leaf_order`: each row's
+    answer is its own, put back in the rows' order before anything is summed or scored)."""
     if members and all(isinstance(m.estimator, BaseDecisionTree) for m in members):
-        return np.ascontiguousarray(X, dtype=np.float32)
-    return X
+        rows = np.ascontiguousarray(X, dtype=np.float32)
+        checked = bool(np.isfinite(rows).all())
+        first = members[0]
+        columns = rows if first.features is None else rows[:, first.features]
+        order = leaf_order(first.estimator, columns)
+        return (rows, None, checked) if order is None else (order.rows(rows), order, checked)
+    return X, None, False
 
 
 def _answers(
     members: list[Member],
     X: NDArray[Any],
+    order: LeafOrder | None,
+    checked: bool,
     task: Task,
     k: int,
     y: NDArray[Any],
     codes: NDArray[np.intp] | None,
     chosen: NDArray[np.intp],
 ) -> Iterator[tuple[Member, _Answer]]:
-    """Each member's answer, in member order, a batch at a time on the threads allowed."""
+    """Each member's answer, in member order, a batch at a time on the threads allowed
+    (``X``: the rows in ``order``, whose answers are put back in the rows' order;
+    ``checked``: trees asked without their own input check, see ``_rows_for``)."""
+
+    def back(answers: NDArray[Any]) -> NDArray[Any]:
+        return answers if order is None else order.back(answers)
 
     def answer(m: Member) -> _Answer:
         if task == "regression":
-            values = member_values(m, X)
+            values = back(member_values(m, X, checked=checked))
             return _Answer(None, None, values, metrics.primary(task, y, values), values[chosen])
-        proba = member_probabilities(m, X, k) if _has_proba(m) else None
+        proba = back(member_probabilities(m, X, k, checked=checked)) if _has_proba(m) else None
         member_codes = (
-            np.argmax(proba, axis=1).astype(np.int64)
+            metrics.first_maximum(proba).astype(np.int64)
             if proba is not None and isinstance(m.estimator, BaseDecisionTree)
-            else member_class_indices(m, X)
+            else back(member_class_indices(m, X))
         )  # a tree's predict is the first maximum of its probabilities (scikit-learn's code)
         assert codes is not None
         primary = metrics.primary(task, codes, member_codes)

