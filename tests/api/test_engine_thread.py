@@ -63,12 +63,12 @@ async def test_a_joined_batch_is_answered_beside_the_loop_with_the_same_answers(
         assert_same(prediction, want)
         assert warnings == want_warnings
     assert sample(metrics, "ensemble_batch_requests_sum") == 9
-    # Checked columns (tables) the same way.
+    # Checked columns (tables: Arrow, columnar JSON) stay on the loop, joined as before.
     calls = watched_predicts(monkeypatch)
     parts = one_row_parts("forest", 5)
     predictions = await asyncio.gather(*(batcher.predict(server, p, PROBA) for p in parts))
     monkeypatch.undo()
-    assert [thread == loop_thread for thread, _, _ in calls] == [True, False]
+    assert [(thread == loop_thread, rows) for thread, rows, _ in calls] == [(True, 1), (True, 4)]
     for prediction, part in zip(predictions, parts, strict=True):
         assert_same(prediction, server.predict(part, PROBA))
     batcher.close()
@@ -96,14 +96,14 @@ async def test_the_loop_runs_other_work_while_a_batch_is_answered(
         released.set()
 
     monkeypatch.setattr(Servable, "predict", predict)
-    parts = one_row_parts("forest", 4)
-    requests = [batcher.predict(server, p, PROBA) for p in parts]
+    records = [[record_of(11 * i)] for i in range(4)]
+    requests = [batcher.predict_record(server, r, PROBA, None) for r in records]
     answers = await asyncio.gather(*requests, release())
     monkeypatch.undo()
     assert waited == [True]
-    for prediction, part in zip(answers[:4], parts, strict=True):
-        assert prediction is not None
-        assert_same(prediction, server.predict(part, PROBA))
+    for answer, record in zip(answers[:4], records, strict=True):
+        assert answer is not None
+        assert_same(answer[0], answered_alone(server, record[0], PROBA)[0])
     batcher.close()
 
 
@@ -117,7 +117,7 @@ async def test_the_batch_runs_in_the_context_of_the_request_that_opened_it(
 
     async def request(i: int) -> Any:
         REQUEST_ID.set(f"request-{i}")
-        return await batcher.predict(server, one_row_parts("forest", 4)[i], PROBA)
+        return await batcher.predict_record(server, [record_of(i)], PROBA, None)
 
     calls = watched_predicts(monkeypatch)
     await asyncio.gather(*(request(i) for i in range(4)))
@@ -140,16 +140,17 @@ async def test_an_interrupted_batch_fails_its_requests_and_the_thread_goes_on(
     def interrupted(self: Servable, columns: Any, options: Any) -> Any:
         raise Interrupted
 
-    parts = one_row_parts("forest", 4)
+    records = [[record_of(5 * i)] for i in range(4)]
     monkeypatch.setattr(Servable, "predict", interrupted)
     answers = await asyncio.gather(
-        *(batcher.predict(server, p, PROBA) for p in parts), return_exceptions=True
+        *(batcher.predict_record(server, r, PROBA, None) for r in records),
+        return_exceptions=True,
     )
     assert [str(a) for a in answers] == ["the batched prediction was interrupted"] * 4
     monkeypatch.setattr(Servable, "predict", original)
-    again = await asyncio.gather(*(batcher.predict(server, p, PROBA) for p in parts))
-    for prediction, part in zip(again, parts, strict=True):
-        assert_same(prediction, server.predict(part, PROBA))
+    again = await asyncio.gather(*(batcher.predict_record(server, r, PROBA, None) for r in records))
+    for (prediction, _), record in zip(again, records, strict=True):
+        assert_same(prediction, answered_alone(server, record[0], PROBA)[0])
     batcher.close()
 
 
@@ -164,8 +165,8 @@ async def test_a_lone_request_and_a_small_batch_are_answered_on_the_loop(
     await batcher.predict_record(server, [record_of(3)], PROBA, None)
     await batcher.predict(server, one_row_parts("forest", 1)[0], PROBA)
     batcher = Batcher(64, NO_CAP, Metrics(), waiting_requests(8), engine_thread=True)
-    parts = one_row_parts("forest", _BESIDE_FROM - 1)
-    await asyncio.gather(*(batcher.predict(server, p, PROBA) for p in parts))
+    records = [[record_of(i)] for i in range(_BESIDE_FROM - 1)]
+    await asyncio.gather(*(batcher.predict_record(server, r, PROBA, None) for r in records))
     monkeypatch.undo()
     assert [(thread, rows) for thread, rows, _ in calls] == [
         (threading.get_ident(), 1),
