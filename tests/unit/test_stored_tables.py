@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Iterator
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -18,16 +16,9 @@ from ensembles.catalog import Task
 from ensembles.data import read_table, table_from_frame, table_to_parquet
 from ensembles.errors import DataError
 from ensembles.jobs import load_training_data
-from ensembles.registry import Registry, open_registry
+from ensembles.registry import Registry
 from ensembles.stored_tables import read_stored_table
 from ensembles.training_data import select_training_data
-
-
-@pytest.fixture
-def registry(tmp_path: Path) -> Iterator[Registry]:
-    opened = open_registry(tmp_path / "data")
-    yield opened
-    opened.close()
 
 
 def _frame(rows: int = 60) -> pd.DataFrame:

@@ -4,8 +4,6 @@ feature values, and decides exactly what the whole read decides."""
 from __future__ import annotations
 
 import io
-from collections.abc import Iterator
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -16,17 +14,10 @@ from ensembles.catalog import Task
 from ensembles.data import read_table, table_from_frame, table_to_parquet
 from ensembles.errors import DataError
 from ensembles.jobs import load_labels, load_training_data
-from ensembles.registry import Registry, open_registry
+from ensembles.registry import Registry
 from ensembles.specs import EstimatorSpec, EvaluationSpec, SpecLimits
 from ensembles.stored_labels import read_labels_source
 from ensembles.submission import JobRequest, check_job
-
-
-@pytest.fixture
-def registry(tmp_path: Path) -> Iterator[Registry]:
-    opened = open_registry(tmp_path / "data")
-    yield opened
-    opened.close()
 
 
 def _frame(rows: int = 60) -> pd.DataFrame:
