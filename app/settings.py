@@ -213,9 +213,9 @@ class Settings(BaseSettings):
     )
     batch_engine_thread: bool = Field(
         default=True,
-        description="Answer the joined batches of one-row requests on a thread beside the "
-        "event loop, which meanwhile serves the next requests (the engine releases the GIL); "
-        "false: on the loop.",
+        description="Answer the joined batches of one-record JSON requests (four or more) on "
+        "a thread beside the event loop, which meanwhile serves the next requests (the "
+        "engine releases the GIL); false: on the loop.",
     )
     max_explain_rows: int = Field(
         default=1_000, ge=1, description="Most rows in one explained prediction (413 above)."

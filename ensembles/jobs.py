@@ -134,7 +134,7 @@ def load_training_data(
     The table's column summaries are its record's when the file's footer agrees with
     them (:mod:`ensembles.stored_tables`), else the whole read computes them again."""
     record = registry.get_dataset(dataset_id)
-    parquet = registry.read_dataset_parquet(dataset_id)
+    parquet = registry.read_dataset_parquet(dataset_id, record)
     table = read_stored_table(parquet, record.columns)
     if table is None:
         table = read_table(parquet, filename=f"{dataset_id}.parquet")

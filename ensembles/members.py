@@ -120,12 +120,7 @@ def member_probabilities(
     the caller), so the tree is asked without that check (``check_input=False``: the same
     answer; the check read all 200,000 x 20 training rows of a big forest for each tree).
     """
-    rows = member_input(member, X)
-    asked = (
-        member.estimator.predict_proba(rows, check_input=False)
-        if checked
-        else member.estimator.predict_proba(rows)
-    )
+    asked = member.estimator.predict_proba(member_input(member, X), **_unchecked(checked))
     proba = np.asarray(asked, dtype=np.float64)
     member_classes = np.asarray(member.estimator.classes_).astype(np.int64)
     if proba.shape[1] == n_classes and np.array_equal(member_classes, np.arange(n_classes)):
@@ -137,13 +132,13 @@ def member_probabilities(
 
 def member_values(member: Member, X: FloatArray, *, checked: bool = False) -> FloatArray:
     """The member's predictions (``checked``: see :func:`member_probabilities`)."""
-    rows = member_input(member, X)
-    asked = (
-        member.estimator.predict(rows, check_input=False)
-        if checked
-        else member.estimator.predict(rows)
-    )
+    asked = member.estimator.predict(member_input(member, X), **_unchecked(checked))
     return np.asarray(asked, dtype=np.float64)
+
+
+def _unchecked(checked: bool) -> dict[str, bool]:
+    """A tree's keyword for rows checked by the caller (none for the others)."""
+    return {"check_input": False} if checked else {}
 
 
 def oob_mask(member: Member, n_rows: int) -> NDArray[np.bool_] | None:

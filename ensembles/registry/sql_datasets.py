@@ -84,9 +84,10 @@ class SqlDatasets(SqlBase):
                 raise NotFoundError(f"dataset {dataset_id!r} not found")
         self.store.remove_dataset(dataset_id)
 
-    def read_dataset_parquet(self, dataset_id: str) -> bytes:
-        """The stored Parquet bytes, verified against the recorded sha256."""
-        record = self.get_dataset(dataset_id)
+    def read_dataset_parquet(self, dataset_id: str, record: DatasetRecord | None = None) -> bytes:
+        """The stored Parquet bytes, verified against the recorded sha256 (``record``: the
+        dataset's record, when the caller has read it already)."""
+        record = record or self.get_dataset(dataset_id)
         return self.store.read_dataset(dataset_id, record.sha256, record.size_bytes)
 
 

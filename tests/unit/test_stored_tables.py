@@ -19,6 +19,7 @@ from ensembles.jobs import load_training_data
 from ensembles.registry import Registry
 from ensembles.stored_tables import read_stored_table
 from ensembles.training_data import select_training_data
+from tests.unit.test_submission_reads import file_bytes
 
 
 def _frame(rows: int = 60) -> pd.DataFrame:
@@ -181,13 +182,7 @@ def test_training_data_is_the_whole_reads(
 ) -> None:
     """The job's training data (frame bits, labels, summaries, problems) is the one the
     whole read gives, on the stored canonical file and on a file read whole."""
-    frame = _frame()
-    if canonical:
-        parquet = table_to_parquet(table_from_frame(frame))
-    else:
-        out = io.BytesIO()
-        frame.to_parquet(out)
-        parquet = out.getvalue()
+    parquet = file_bytes(_frame(), canonical)
     dataset_id = _store(registry, parquet)
     target, features, task = case
     new = _outcome(lambda: load_training_data(registry, dataset_id, target, features, task))

@@ -38,6 +38,16 @@ def _frame(rows: int = 60) -> pd.DataFrame:
     )
 
 
+def file_bytes(frame: pd.DataFrame, canonical: bool) -> bytes:
+    """The frame as the upload stores it (canonical), or as pandas writes it (an index and
+    pandas metadata: a file the footer cannot vouch for)."""
+    if canonical:
+        return table_to_parquet(table_from_frame(frame))
+    out = io.BytesIO()
+    frame.to_parquet(out)
+    return out.getvalue()
+
+
 def _store(registry: Registry, parquet: bytes) -> str:
     table = read_table(parquet, filename="t.parquet")
     columns = [c.as_dict() for c in table.columns]
@@ -117,13 +127,7 @@ def test_labels_decide_as_the_whole_read(
 ) -> None:
     """The same task, features, labels and problems as the training's own read, on the
     stored canonical file (the footer's path) and on a pandas-written one (the fallback)."""
-    frame = _frame()
-    if canonical:
-        parquet = table_to_parquet(table_from_frame(frame))
-    else:
-        out = io.BytesIO()
-        frame.to_parquet(out)
-        parquet = out.getvalue()
+    parquet = file_bytes(_frame(), canonical)
     assert (read_labels_source(parquet, case[0]) is not None) == canonical
     dataset_id = _store(registry, parquet)
     new = _outcome(load_labels, registry, dataset_id, case)
