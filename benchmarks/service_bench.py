@@ -27,8 +27,10 @@ What it does, on 127.0.0.1 only and in a few minutes:
    model: labels identical, probabilities/values within 1e-9.
 
 Every figure is the median over ``--rounds`` rounds, with the spread (min-max of the
-rounds) beside it; ratios compare it with the floor (latency: service / floor, lower is
-better; throughput: service / floor, higher is better).  The table is printed (Markdown)
+rounds) beside it.  Each service round follows a floor round on the same rows (paired:
+this host's speed moves 20-50% over minutes), and a ratio is the median of the rounds' own
+ratios, its spread beside it (latency: service / floor, lower is better; throughput:
+service / floor, higher is better).  The table is printed (Markdown)
 and written as JSON to ``benchmarks/results/latest.json`` or ``--json PATH``.
 
     make bench                                   # or:
@@ -480,20 +482,25 @@ def measure_model(
         "answers_max_abs_diff": max_diff,
         "scenarios": {},
     }
-    floors: dict[int, list[float]] = {}
+    floor_call(work["single_1"].frames[0])  # warm
     for scenario in SCENARIOS:
         w = work[scenario.key]
-        if scenario.size not in floors:
-            budget = 3.0 if scenario.size >= 10_000 else 1.5
-            floors[scenario.size] = floor_rounds(floor_call, w.frames, args.rounds, budget)
-        runs: list[Run] = [
-            load.run(url + w.query, w.bodies, scenario.clients, args.seconds, w.content_type)
-            for _ in range(args.rounds)
-        ]
+        # Paired rounds: each service round right after a floor round on the same rows, so
+        # that a ratio compares two figures taken seconds apart on this noisy host.
+        budget = 1.0 if scenario.size >= 10_000 else 0.5
+        floors: list[float] = []
+        runs: list[Run] = []
+        for _ in range(args.rounds):
+            floors.append(floor_rounds(floor_call, w.frames, 1, budget)[0])
+            runs.append(
+                load.run(url + w.query, w.bodies, scenario.clients, args.seconds, w.content_type)
+            )
         errors = sum(r.errors for r in runs)
         if errors:
             raise RuntimeError(f"{errors} failed requests in {ref.model} {scenario.label}")
-        floor_s = summary(floors[scenario.size])
+        floor_s = summary(floors)
+        latency_ratios = [r.latency_ms["p50"] / 1e3 / f for r, f in zip(runs, floors, strict=True)]
+        throughput_ratios = [r.rps * f for r, f in zip(runs, floors, strict=True)]
         entry: dict[str, Any] = {
             "label": scenario.label,
             "rows": scenario.size,
@@ -505,10 +512,13 @@ def measure_model(
             "p99_ms": summary([r.latency_ms["p99"] for r in runs]),
             "rps": summary([r.rps for r in runs]),
             "floor_ms": {k: v * 1e3 for k, v in floor_s.items()},
+            # the median of the rounds' own ratios (each round to the floor beside it)
+            "latency_ratio_rounds": summary(latency_ratios),
+            "throughput_ratio_rounds": summary(throughput_ratios),
         }
         entry["floor_rps"] = 1.0 / floor_s["median"]
-        entry["latency_ratio"] = entry["p50_ms"]["median"] / entry["floor_ms"]["median"]
-        entry["throughput_ratio"] = entry["rps"]["median"] / entry["floor_rps"]
+        entry["latency_ratio"] = entry["latency_ratio_rounds"]["median"]
+        entry["throughput_ratio"] = entry["throughput_ratio_rounds"]["median"]
         result["scenarios"][scenario.key] = entry
     return result
 
@@ -751,6 +761,12 @@ def _spread(d: dict[str, float], fmt: str = "{:.2f}") -> str:
     return f"{fmt.format(d['min'])}-{fmt.format(d['max'])}"
 
 
+def _ratio_spread(scenario: dict[str, Any], which: str) -> str:
+    """`` (min-max)`` of the paired rounds' ratios; nothing for results written before."""
+    rounds = scenario.get(f"{which}_ratio_rounds")
+    return f" ({_spread(rounds)})" if rounds else ""
+
+
 def render(report: dict[str, Any]) -> str:
     lines = [
         f"Ensemble Service benchmark ({report['label']}) - {report['machine']['summary']}",
@@ -758,7 +774,8 @@ def render(report: dict[str, Any]) -> str:
         f"server processes (ENSEMBLE_WORKERS): {report.get('workers', 1)}",
         f"{report['rounds']} rounds of {report['seconds']:g} s per figure; medians, "
         "spread = min-max over rounds; floor = the stored scikit-learn model's "
-        "predict_proba/predict on the same rows, in one process",
+        "predict_proba/predict on the same rows, in one process, a floor round before "
+        "every service round; ratios: median (min-max) of the rounds' own",
         "",
         "| model | engine | request | p50 ms | p95 ms | p99 ms | p50 spread | req/s "
         "| floor ms | floor req/s | p50 / floor | req/s / floor |",
@@ -771,7 +788,8 @@ def render(report: dict[str, Any]) -> str:
                 f"| {s['p95_ms']['median']:.2f} | {s['p99_ms']['median']:.2f} "
                 f"| {_spread(s['p50_ms'])} | {s['rps']['median']:.0f} "
                 f"| {s['floor_ms']['median']:.2f} | {s['floor_rps']:.0f} "
-                f"| {s['latency_ratio']:.2f}x | {s['throughput_ratio']:.2f}x |"
+                f"| {s['latency_ratio']:.2f}x{_ratio_spread(s, 'latency')} "
+                f"| {s['throughput_ratio']:.2f}x{_ratio_spread(s, 'throughput')} |"
             )
     lines += [
         "",
