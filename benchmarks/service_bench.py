@@ -474,6 +474,7 @@ def measure_model(
     # Warm-up, not recorded; 16 connections so that every server process loads the model.
     load.run(url, work["single_1"].bodies, 16, 1)
     result: dict[str, Any] = {
+        "single_1": (url, work["single_1"].bodies),  # for side_by_side(); not written
         "model": ref.label,
         "kind": ref.ensemble["kind"],
         "task": ref.task,
@@ -611,6 +612,56 @@ def render_batching(report: dict[str, Any]) -> str:
             f"| {_spread(off['rps'], '{:.0f}')} | {off['p50_ms']['median']:.2f} "
             f"| {s['ratio']:.2f}x |"
         )
+    return "\n".join(lines)
+
+
+def side_by_side(
+    models: list[dict[str, Any]], load: LoadGenerator, args: argparse.Namespace
+) -> dict[str, Any]:
+    """Issue 22's one-row goal compares two models' p50s; measured minutes apart, this
+    host's drift decided it (each model's p50 moved 0.33-0.58 ms between runs).  Here
+    the forest and the models held to it answer one row from one client in turns, round
+    by round, and each round's p50 is divided by the forest's of the same round."""
+    named = {r.label: r for r in REFERENCES}
+    forest = next((m for m in models if named[m["model"]].model == BATCHING_MODEL), None)
+    held = [m for m in models if named[m["model"]].single_row_as == BATCHING_MODEL]
+    if forest is None or not held:
+        return {}
+    p50s: dict[str, list[float]] = {m["model"]: [] for m in [forest, *held]}
+    for _ in range(args.rounds):
+        for m in [forest, *held]:
+            url, bodies = m["single_1"]
+            p50s[m["model"]].append(load.run(url, bodies, 1, args.seconds).latency_ms["p50"])
+    ratios = {
+        m["model"]: summary(
+            [a / b for a, b in zip(p50s[m["model"]], p50s[forest["model"]], strict=True)]
+        )
+        for m in held
+    }
+    return {
+        "forest": forest["model"],
+        "p50_ms": {label: summary(values) for label, values in p50s.items()},
+        "ratio_to_forest": ratios,
+    }
+
+
+def render_side_by_side(report: dict[str, Any]) -> str:
+    side = report.get("side_by_side")
+    if not side:
+        return ""
+    lines = [
+        "",
+        "",
+        f"One row, one client, in turns with {side['forest']} (issue 22: p50 no worse "
+        "than the forest's; ratio = median of the rounds' own):",
+        "",
+        "| model | p50 ms | spread | p50 / forest's | spread |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for label, p50 in side["p50_ms"].items():
+        ratio = side["ratio_to_forest"].get(label)
+        ratio_text = f"{ratio['median']:.2f}x | {_spread(ratio)}" if ratio else "- | -"
+        lines.append(f"| {label} | {p50['median']:.3f} | {_spread(p50, '{:.3f}')} | {ratio_text} |")
     return "\n".join(lines)
 
 
@@ -1028,9 +1079,21 @@ def main() -> None:
                     f"(floor {single['floor_ms']['median']:.2f} ms)",
                     flush=True,
                 )
+        if len(report["models"]) > 1:
+            report["side_by_side"] = side_by_side(report["models"], load, args)
+            for model in report["models"]:
+                ratio = report["side_by_side"].get("ratio_to_forest", {}).get(model["model"])
+                if ratio is not None:
+                    model["targets"]["single_row_side_by_side"] = {
+                        "measured_ratio": ratio["median"],
+                        "goal_ratio": 1.0,
+                        "met": ratio["median"] <= 1.0,
+                    }
+    for model in report["models"]:
+        model.pop("single_1")
     load.close()
     report["elapsed_s"] = time.perf_counter() - started
-    text = render(report) + render_batching(report)
+    text = render(report) + render_batching(report) + render_side_by_side(report)
     print()
     print(text)
     print(f"\n({report['elapsed_s']:.0f} s in all)")
