@@ -50,7 +50,7 @@ HERE = Path(__file__).resolve().parent
 OUT_ENV = "JSON_STAGES_OUT"  # where the server process writes its timings
 # (module, attribute, label); a method as "Class.method".
 STAGES = [
-    ("app.middleware", "RequestMiddleware.__call__", "loop: whole request"),
+    ("app.middleware", "RequestMiddleware.observe", "loop: whole request"),
     ("app.routes.predictions", "read_prediction_body", "loop: body read"),
     ("app.services.predictions", "_body_response", "thread: whole answer"),
     ("app.services.predictions", "_numeric_request", "thread: numbers read"),
@@ -61,7 +61,7 @@ STAGES = [
 ]
 # The same for an Arrow IPC body (``--scenario rows_10000_arrow``).
 TABLE_STAGES = [
-    ("app.middleware", "RequestMiddleware.__call__", "loop: whole request"),
+    ("app.middleware", "RequestMiddleware.observe", "loop: whole request"),
     ("app.routes.predictions", "read_prediction_body", "loop: body read"),
     ("app.services.predictions", "_table_response", "thread: whole answer"),
     ("app.services.predictions", "read_table_body", "thread: table read"),

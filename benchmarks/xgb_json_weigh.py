@@ -8,11 +8,17 @@ the GIL).  Printed, each a median of alternating rounds of the calling thread's 
 1. the reader's stages (:mod:`app.json_numbers`): simdjson's parse, the rows' lengths, the
    bracket count, the copy into one buffer, the exactness check, and the whole reader;
 2. XGBoost's own cost per ``predict_proba`` call: one row, and 10,000 rows in 1, 2, 5 and
-   10 calls (what a row more or a part more costs);
-3. pipelining against today's order: "today" reads the whole body then predicts in two
-   parts on two threads (``ENSEMBLE_PREDICT_THREADS=2``); "pipelined" cuts the body's
-   rows into ``--chunks`` pieces at row boundaries, parses each with simdjson and hands
-   it to a thread pool to predict while the next is parsed.  Both answers are checked
+   10 calls (what a row more or a part more costs), and cast to float32 first (XGBoost
+   compares float32 features: the same bits, half the bytes to read);
+3. pipelining against today's order: "today" reads the whole body then predicts in one
+   call of XGBoost on two threads, as a server process answers it
+   (:mod:`ensembles.inference.library_threads`, ``ENSEMBLE_PREDICT_THREADS=2``);
+   "pipelined" cuts the body's rows into ``--chunks`` pieces at row boundaries, parses
+   each with simdjson and hands all but the last to one pool thread to predict (one
+   XGBoost thread, as stored) while the next is parsed, the calling thread predicting the
+   last.  simdjson holds the GIL while it parses, and a thread waiting for the GIL waits
+   up to the switch interval (5 ms): so each hand-off waits until the pool thread has
+   started its call (it then gives the GIL up inside XGBoost).  Every answer is checked
    equal to the Pipeline's ``predict_proba`` on the same rows, bit for bit.  The
    pipelined reader is a sketch for ``make bench``'s bodies only (columns, then data,
    then options): it checks nothing a served reader must.
@@ -26,11 +32,15 @@ folder of ``tree_cpu_ab.py`` (``--data``; trained there first if it is not).
 
 from __future__ import annotations
 
+import os
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as the service (app/__init__.py)
+
 import argparse
 import itertools
-import os
 import statistics
 import sys
+import threading
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -46,6 +56,7 @@ import service_bench as sb
 from tree_cpu_ab import trained
 
 from app import json_numbers
+from ensembles.inference.library_threads import threaded_twin
 from ensembles.inference.rows import exact_floats
 
 MODEL = "bench-xgboost"
@@ -91,6 +102,12 @@ def xgboost_calls(estimator: Any, rows: np.ndarray[Any, Any]) -> dict[str, Calla
     }
     for calls in (1, 2, 5, 10):
         cases[f"10,000 rows in {calls} calls"] = _in_calls(estimator, np.array_split(rows, calls))
+    # XGBoost walks float32 features: the cast made before the call, same bits (checked).
+    if not same_bits(
+        estimator.predict_proba(rows.astype(np.float32)), estimator.predict_proba(rows)
+    ):
+        raise RuntimeError("float32 rows do not give float64 rows' probabilities")
+    cases["10,000 rows cast to float32"] = lambda: estimator.predict_proba(rows.astype(np.float32))
     return cases
 
 
@@ -111,21 +128,34 @@ def pipelined(
 ) -> np.ndarray[Any, Any]:
     futures = []
     cuts = row_cuts(body, chunks)
-    for start, end in itertools.pairwise(cuts):
+    last: np.ndarray[Any, Any] | None = None
+    for i, (start, end) in enumerate(itertools.pairwise(cuts)):
         piece = body[start:end].rstrip()
         piece = piece.removesuffix(b",")
         parsed: Any = simdjson.Parser().parse(b"[" + piece + b"]")
         matrix = np.frombuffer(parsed.as_buffer(of_type="d"), dtype=np.float64)
-        futures.append(pool.submit(estimator.predict_proba, matrix.reshape(-1, n_columns)))
-    return np.concatenate([f.result() for f in futures])
+        rows = matrix.reshape(-1, n_columns)
+        if i == chunks - 1:
+            last = rows
+            break
+        started = threading.Event()
+        futures.append(pool.submit(_started_call, started, estimator.predict_proba, rows))
+        started.wait()  # the GIL handed over: the pool thread's call starts now
+    assert last is not None
+    mine = estimator.predict_proba(last)
+    return np.concatenate([*(f.result() for f in futures), mine])
 
 
-def today(body: bytes, estimator: Any, pool: ThreadPoolExecutor) -> np.ndarray[Any, Any]:
+def _started_call(started: threading.Event, call: Callable[..., Any], rows: Any) -> Any:
+    started.set()
+    return call(rows)
+
+
+def today(body: bytes, twin: Any) -> np.ndarray[Any, Any]:
+    """As served: the whole body read, then one call of XGBoost on two threads."""
     numbers = json_numbers.read_numeric_columnar(body)
     assert numbers is not None
-    first, second = np.array_split(numbers.data, 2)
-    other = pool.submit(estimator.predict_proba, second)
-    return np.concatenate([estimator.predict_proba(first), other.result()])
+    return np.asarray(twin.predict_proba(numbers.data))
 
 
 def same_bits(a: Any, b: Any) -> bool:
@@ -165,9 +195,10 @@ def main() -> None:
         print(f"  {name:30s} {ms:7.3f}")
 
     expected = pipeline.predict_proba(frame)
-    with ThreadPoolExecutor(args.chunks) as pool:
+    twin = threaded_twin(estimator, 2)
+    with ThreadPoolExecutor(1) as pool:
         orders: dict[str, Callable[[], object]] = {
-            "today": lambda: today(body, estimator, pool),
+            "today": lambda: today(body, twin),
             f"pipelined, {args.chunks} chunks": lambda: pipelined(
                 body, estimator, pool, args.chunks, rows.shape[1]
             ),
