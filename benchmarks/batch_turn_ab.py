@@ -90,6 +90,13 @@ def main() -> None:
         default=[],
         help="NAME:KEY=VALUE: an environment variable for one tree's server only",
     )
+    parser.add_argument(
+        "--scenario-of",
+        action="append",
+        default=[],
+        help="NAME=SCENARIO: this tree's requests (e.g. json=single_1, arrow=single_1_arrow "
+        "with --trees json=.,arrow=.: two bodies against one tree, alternating)",
+    )
     args = parser.parse_args()
     import numpy as np
     import service_bench as sb
@@ -102,8 +109,14 @@ def main() -> None:
     dataset = sb.load_dataset(ref.dataset)
     version = trained(next(iter(trees.values())), data, ref, dataset)
     work = sb.workloads(dataset, ref.task == "classification", np.random.default_rng(sb.SEED))
-    chosen = work[args.scenario]
-    path = f"/v1/models/{args.model}/versions/{version}/predict{chosen.query}"
+    scenarios = dict.fromkeys(trees, args.scenario)
+    scenarios.update(dict(given.split("=", 1) for given in args.scenario_of))
+    chosen_of = {name: work[scenario] for name, scenario in scenarios.items()}
+    path_of = {
+        name: f"/v1/models/{args.model}/versions/{version}/predict{chosen.query}"
+        for name, chosen in chosen_of.items()
+    }
+    chosen, path = chosen_of[next(iter(trees))], path_of[next(iter(trees))]
     wrk, _ = find_wrk(install=False)
     load = LoadGenerator(wrk)
     extra = {"ENSEMBLE_BATCH_MAX_WAIT_MS": "0"} if args.unbatched else {}
@@ -114,6 +127,7 @@ def main() -> None:
         own[name][key] = value
     if args.census:
         for name, tree in trees.items():
+            chosen, path = chosen_of[name], path_of[name]
             out = Path(tempfile.mkstemp(prefix="census-", suffix=".json")[1])
             with server(tree, data / "data", out, {**extra, **own[name]}) as (base, _):
                 load.run(base + path, chosen.bodies, args.clients, 1, chosen.content_type)
@@ -136,7 +150,8 @@ def main() -> None:
             name: stack.enter_context(server(t, data / "data", None, {**extra, **own[name]}))
             for name, t in trees.items()
         }
-        for base, _ in bases.values():  # warm-up: the model loaded, the caches full
+        for name, (base, _) in bases.items():  # warm-up: the model loaded, the caches full
+            chosen, path = chosen_of[name], path_of[name]
             load.run(base + path, chosen.bodies, args.clients, 1, chosen.content_type)
         figures: dict[str, dict[str, list[float]]] = {
             name: {"rps": [], "p50": [], "cpu": [], "busy": [], "loop": []} for name in trees
@@ -146,6 +161,7 @@ def main() -> None:
             order = list(trees) if r % 2 == 0 else list(reversed(trees))
             for name in order:
                 base, pid = bases[name]
+                chosen, path = chosen_of[name], path_of[name]
                 before, loop_before = _cpu_seconds(pid), _loop_cpu_seconds(pid)
                 run = load.run(
                     base + path, chosen.bodies, args.clients, args.seconds, chosen.content_type
@@ -161,7 +177,8 @@ def main() -> None:
             time.sleep(0.2)
     load.close()
     print(
-        f"{args.scenario}, {args.clients} client(s), {args.rounds} rounds of {args.seconds} s, "
+        f"{', '.join(f'{n}: {s}' for n, s in scenarios.items())}, "
+        f"{args.clients} client(s), {args.rounds} rounds of {args.seconds} s, "
         f"alternating; load averages after each round: {'; '.join(loads)}"
     )
     for name, f in figures.items():
