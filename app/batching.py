@@ -57,6 +57,8 @@ from ensembles.inference import (
     check_rows,
 )
 from ensembles.inference.batches import (
+    Part,
+    as_columns,
     batch_key,
     batchable,
     concat_columns,
@@ -80,7 +82,7 @@ class _Open:
     servable: Servable
     options: PredictOptions
     opened: float
-    parts: list[Columns] = field(default_factory=list)
+    parts: list[Part] = field(default_factory=list)  # Columns, or MatrixRows
     waiting: list[asyncio.Future[Prediction]] = field(default_factory=list)
     rows: int = 0
 
@@ -146,19 +148,20 @@ class Batcher:
     # --- on the event loop ------------------------------------------------------------
 
     async def predict(
-        self, servable: Servable, columns: Columns, options: PredictOptions
+        self, servable: Servable, columns: Part, options: PredictOptions
     ) -> Prediction:
-        """The prediction of ``columns``, answered with those of this loop turn."""
+        """The prediction of ``columns`` (or of a :class:`MatrixRows`' rows, made columns
+        only if answered alone), answered with those of this loop turn."""
         rows = row_count(columns)
         if not self._joins(servable, rows, options):
-            return self._alone(servable, columns, options)
+            return self._alone(servable, as_columns(columns), options)
         loop = asyncio.get_running_loop()
         key = (id(servable), batch_key(columns, options))
         batch = self._joined(
             loop, key, servable, rows, lambda: _Open(servable, options, loop.time())
         )
         if batch is None:  # the first of its turn, none waiting: answered at once, alone
-            return self._alone(servable, columns, options)
+            return self._alone(servable, as_columns(columns), options)
         if not isinstance(batch, _Open):  # (keys of checked columns name only these)
             raise TypeError(f"unexpected batch {type(batch).__name__}")
         future: asyncio.Future[Prediction] = loop.create_future()
@@ -344,7 +347,7 @@ class Batcher:
     # --- the engine call --------------------------------------------------------------
 
     def _answer(
-        self, servable: Servable, parts: list[Columns], options: PredictOptions
+        self, servable: Servable, parts: Sequence[Part], options: PredictOptions
     ) -> list[Outcome]:
         """One call for all ``parts``; if it fails, one call each (each its own outcome)."""
         sizes = [row_count(part) for part in parts]
@@ -357,7 +360,7 @@ class Batcher:
         else:
             self.metrics.observe_batch(sum(sizes), len(parts))
             return list(split_prediction(joined, sizes))
-        return [self._outcome(servable, part, options) for part in parts]
+        return [self._outcome(servable, as_columns(part), options) for part in parts]
 
     def _answer_records(self, batch: _OpenRecords) -> list[Checked | Exception]:
         """The batch's records checked together and answered by one call; else each

@@ -8,8 +8,9 @@ folder ``tree_cpu_ab.py`` trained, as ``batch_turn_ab.py`` uses), for a loop tur
 (``app.services.predictions``, ``app.batching``):
 
 * Arrow: the body read from its bytes (``arrow_streams.float_rows``; ``--reader``: by
-  ``bodies.read_table_body``, pyarrow's way), checked (``small_float_matrix`` or
-  ``check_table``), the turn's columns joined, the engine's answer, split per request;
+  ``bodies.read_table_body``, pyarrow's way), checked (``small_float_rows``, else
+  ``small_float_matrix``; ``check_table`` with ``--reader``), the turn's columns
+  joined, the engine's answer, split per request;
 * JSON records: the body parsed (orjson and the request model), the turn's records
   checked together (``check_records_together``), the engine, the split;
 * both: the response written (``_written``).
@@ -65,13 +66,13 @@ async def _account(args: argparse.Namespace) -> None:
     from app.arrow_streams import float_rows
     from app.bodies import read_table_body
     from app.main import create_app
+    from app.schemas.predictions import PredictOptionsIn
     from app.services import predictions as service
-    from app.services.routing import target_inline
+    from app.services.routing import target, target_inline
     from app.settings import Settings
-    from ensembles.inference import PredictOptions, check_table
+    from ensembles.inference import PredictOptions, check_table, small_tables
     from ensembles.inference.batches import concat_columns, split_prediction
     from ensembles.inference.rows import check_records_together
-    from ensembles.inference.small_tables import small_float_matrix
 
     data = Path(args.data)
     version = json.loads((data / f"{args.model}.json").read_text())["version"]
@@ -80,14 +81,14 @@ async def _account(args: argparse.Namespace) -> None:
     services = app.state.services
     chosen = target_inline(services, args.model, str(version), None)
     if chosen is None:
-        chosen = service.target(services, args.model, str(version), None)
+        chosen = target(services, args.model, str(version), None)
     servable = service.servable_for(services, chosen.record)
     signature = servable.signature
     work = sb.workloads(sb.load_dataset("breast_cancer"), True, np.random.default_rng(sb.SEED))
     arrow = work["single_1_arrow"].bodies[: args.batch]
     jsons = work["single_1"].bodies[: args.batch]
     options = PredictOptions(return_proba=True)
-    table_options = service.PredictOptionsIn(return_proba=True)
+    table_options = PredictOptionsIn(return_proba=True)
     n = len(arrow)
 
     def arrow_read() -> list[Any]:
@@ -98,7 +99,9 @@ async def _account(args: argparse.Namespace) -> None:
     def arrow_check(read: list[Any]) -> list[Any]:
         if args.reader:
             return [check_table(signature, table, None) for table in read]
-        return [small_float_matrix(signature, r.schema, r.matrix) for r in read]
+        if hasattr(small_tables, "small_float_rows"):  # left one matrix (MatrixRows)
+            return [small_tables.small_float_rows(signature, r.schema, r.matrix) for r in read]
+        return [small_tables.small_float_matrix(signature, r.schema, r.matrix) for r in read]
 
     def json_parse() -> list[Any]:
         return [service._parse(body) for body in jsons]
@@ -110,7 +113,7 @@ async def _account(args: argparse.Namespace) -> None:
         read_table_body(body, "arrow", None)
     read, requests = arrow_read(), json_parse()
     checked, together = arrow_check(read), json_check(requests)
-    arrow_joined = concat_columns([c.columns for c in checked])
+    arrow_joined = concat_columns([c[0] for c in checked])
     arrow_answer = servable.predict(arrow_joined, options)
     json_answer = servable.predict(together.columns, options)
     same = np.array_equal(
@@ -124,11 +127,11 @@ async def _account(args: argparse.Namespace) -> None:
     stages: dict[str, Callable[[], Any]] = {
         "arrow read": arrow_read,
         "arrow check": lambda: arrow_check(read),
-        "arrow join": lambda: concat_columns([c.columns for c in checked]),
+        "arrow join": lambda: concat_columns([c[0] for c in checked]),
         "arrow engine": lambda: servable.predict(arrow_joined, options),
         "arrow split": lambda: split_prediction(arrow_answer, [1] * n),
         "arrow write": lambda: [
-            service._written(chosen, servable, table_options, c.warnings, None, p)
+            service._written(chosen, servable, table_options, c[1], None, p)
             for c, p in zip(checked, arrow_parts, strict=True)
         ],
         "json parse": json_parse,

@@ -42,6 +42,7 @@ from ensembles.inference.cells import (
     CheckedColumns,
     Columns,
     MatrixColumns,
+    MatrixRows,
     extra_warnings,
     unseen_categories,
 )
@@ -53,6 +54,7 @@ __all__ = [
     "float_table",
     "index_columns",
     "small_float_matrix",
+    "small_float_rows",
 ]
 
 SMALL_ROWS = 64  # tables up to this many rows may be read as one matrix
@@ -143,6 +145,22 @@ def small_float_matrix(
     if features.columns is None:
         return None
     return _checked(signature, features, matrix)
+
+
+def small_float_rows(
+    signature: ModelSignature, schema: pa.Schema, matrix: np.ndarray[Any, Any]
+) -> tuple[MatrixRows, list[str]] | None:
+    """What :func:`small_float_matrix` checks, its columns left one matrix
+    (:class:`MatrixRows`: made columns only where a request is answered alone) with the
+    warnings, for a model whose signature lists no categories; else None."""
+    if signature.categories or not 0 < matrix.shape[0] <= SMALL_ROWS:
+        return None
+    features = _features(_layout(schema), signature)
+    columns_of = features.columns
+    if columns_of is None or matrix.dtype != np.float64 or not _within_float32(matrix):
+        return None
+    rows = matrix if features.in_order else matrix[:, list(columns_of)]
+    return MatrixRows(signature.feature_names, rows), list(features.extra)
 
 
 def _checked(

@@ -410,9 +410,11 @@ def test_a_small_float_table_is_checked_into_one_matrix_the_batch_joins_in_one_c
     where 30 columns of a one-row request were concatenated one by one, then stacked
     (issue 24).  The joined rows are the float64 bits of the tables' own columns."""
     rng = np.random.default_rng(3)
-    parts, expected = [], []
+    parts: list[Any] = []
+    expected = []
     for _ in range(3):
-        values = {"a": rng.normal(0, 1e3, 1), "b": rng.normal(0, 1e3, 1), "note": [2.0]}
+        values: dict[str, Any] = {"a": rng.normal(0, 1e3, 1), "b": rng.normal(0, 1e3, 1)}
+        values["note"] = [2.0]
         values["a"][0] = -0.0 if not parts else values["a"][0]
         table = pa.table({name: values[name] for name in order})
         checked, warnings = check_table(NUMBERS, table)
