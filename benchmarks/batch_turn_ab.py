@@ -1,6 +1,6 @@
 """One-row requests from wrk against two trees of the service, rounds alternating: req/s,
 p50 and the server process's CPU per request (its utime + stime over the run, from
-/proc), with the host's load average; ``--census`` instead runs each tree once under
+/proc) and wrk's, with the host's load average; ``--census`` instead runs each tree once under
 ``batch_census.py`` and prints how many requests reached the batcher per loop turn and
 how many each engine call answered.
 
@@ -17,6 +17,7 @@ import argparse
 import contextlib
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -154,7 +155,8 @@ def main() -> None:
             chosen, path = chosen_of[name], path_of[name]
             load.run(base + path, chosen.bodies, args.clients, 1, chosen.content_type)
         figures: dict[str, dict[str, list[float]]] = {
-            name: {"rps": [], "p50": [], "cpu": [], "busy": [], "loop": []} for name in trees
+            name: {"rps": [], "p50": [], "cpu": [], "busy": [], "loop": [], "client": []}
+            for name in trees
         }
         loads = []
         for r in range(args.rounds):
@@ -163,10 +165,13 @@ def main() -> None:
                 base, pid = bases[name]
                 chosen, path = chosen_of[name], path_of[name]
                 before, loop_before = _cpu_seconds(pid), _loop_cpu_seconds(pid)
+                client_before = _children_cpu_seconds()
                 run = load.run(
                     base + path, chosen.bodies, args.clients, args.seconds, chosen.content_type
                 )
                 spent = _cpu_seconds(pid) - before
+                client = _children_cpu_seconds() - client_before  # wrk's (waited for)
+                figures[name]["client"].append(client / max(run.requests, 1) * 1e6)
                 looped = _loop_cpu_seconds(pid) - loop_before
                 figures[name]["loop"].append(looped / max(run.requests, 1) * 1e6)
                 figures[name]["rps"].append(run.requests / run.seconds)
@@ -188,7 +193,8 @@ def main() -> None:
             f"{statistics.median(f['p50']):.3f} ms; server CPU "
             f"{statistics.median(f['cpu']):.0f} us/request (event loop's thread "
             f"{statistics.median(f['loop']):.0f}), "
-            f"{statistics.median(f['busy']):.0f}% of a core"
+            f"{statistics.median(f['busy']):.0f}% of a core; wrk's CPU "
+            f"{statistics.median(f['client']):.0f} us/request"
         )
     if len(trees) == 2:
         a, b = list(trees)
@@ -197,6 +203,12 @@ def main() -> None:
             f"{b}/{a} req/s per round: median {statistics.median(ratios):.2f}x "
             f"({sum(x > 1 for x in ratios)} of {len(ratios)} above 1)"
         )
+
+
+def _children_cpu_seconds() -> float:
+    """The CPU of this process's children waited for (wrk, each run)."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
 
 
 def _load() -> str:
