@@ -19,6 +19,11 @@ Two ways in, one for each place a prediction runs:
   the first of them, when it ends, answers every queued one in one call.  Nobody waits
   for a timer: only for the engine, as it would have anyway.
 
+A small Arrow body read from its bytes joins by its matrix
+(:class:`~ensembles.inference.cells.MatrixRows`, made
+columns only where it is answered alone): the 30 column views of a one-row request cost
+it 7 us of CPU, and the batch joins the matrices in one call.
+
 A one-row JSON request of records (:meth:`Batcher.predict_record`) joins its batch before
 its row is checked: at the flush the batch's records are checked together, in one call
 (:func:`~ensembles.inference.check_records_together`), and answered by one engine call;
@@ -57,6 +62,8 @@ from ensembles.inference import (
     check_rows,
 )
 from ensembles.inference.batches import (
+    Part,
+    as_columns,
     batch_key,
     batchable,
     concat_columns,
@@ -80,7 +87,7 @@ class _Open:
     servable: Servable
     options: PredictOptions
     opened: float
-    parts: list[Columns] = field(default_factory=list)
+    parts: list[Part] = field(default_factory=list)  # Columns, or MatrixRows
     waiting: list[asyncio.Future[Prediction]] = field(default_factory=list)
     rows: int = 0
 
@@ -146,19 +153,20 @@ class Batcher:
     # --- on the event loop ------------------------------------------------------------
 
     async def predict(
-        self, servable: Servable, columns: Columns, options: PredictOptions
+        self, servable: Servable, columns: Part, options: PredictOptions
     ) -> Prediction:
-        """The prediction of ``columns``, answered with those of this loop turn."""
+        """The prediction of ``columns`` (or of a :class:`MatrixRows`' rows, made columns
+        only if answered alone), answered with those of this loop turn."""
         rows = row_count(columns)
         if not self._joins(servable, rows, options):
-            return self._alone(servable, columns, options)
+            return self._alone(servable, as_columns(columns), options)
         loop = asyncio.get_running_loop()
         key = (id(servable), batch_key(columns, options))
         batch = self._joined(
             loop, key, servable, rows, lambda: _Open(servable, options, loop.time())
         )
         if batch is None:  # the first of its turn, none waiting: answered at once, alone
-            return self._alone(servable, columns, options)
+            return self._alone(servable, as_columns(columns), options)
         if not isinstance(batch, _Open):  # (keys of checked columns name only these)
             raise TypeError(f"unexpected batch {type(batch).__name__}")
         future: asyncio.Future[Prediction] = loop.create_future()
@@ -344,7 +352,7 @@ class Batcher:
     # --- the engine call --------------------------------------------------------------
 
     def _answer(
-        self, servable: Servable, parts: list[Columns], options: PredictOptions
+        self, servable: Servable, parts: Sequence[Part], options: PredictOptions
     ) -> list[Outcome]:
         """One call for all ``parts``; if it fails, one call each (each its own outcome)."""
         sizes = [row_count(part) for part in parts]
@@ -357,7 +365,7 @@ class Batcher:
         else:
             self.metrics.observe_batch(sum(sizes), len(parts))
             return list(split_prediction(joined, sizes))
-        return [self._outcome(servable, part, options) for part in parts]
+        return [self._outcome(servable, as_columns(part), options) for part in parts]
 
     def _answer_records(self, batch: _OpenRecords) -> list[Checked | Exception]:
         """The batch's records checked together and answered by one call; else each
@@ -420,7 +428,11 @@ def _beside(batch: _Open | _OpenRecords) -> bool:
     ``_BESIDE_FROM`` of them or more.  Checked tables (Arrow, columnar JSON) stay on the
     loop: one-row Arrow requests of the 100-tree forest at 16 clients, thread off against
     on, alternating rounds, gave 1.20x req/s (6 of 8 rounds) and 336 against 411 us of
-    server CPU a request; JSON records gave 1.06x (5 of 8) the other way (issue 24)."""
+    server CPU a request; JSON records gave 1.06x (5 of 8) the other way (issue 24).
+    Measured again once one-row Arrow requests were joined by their matrices
+    (``MatrixRows``: 250 us of server CPU a request, not 318): tables beside the loop
+    gave 0.86x req/s (2 of 8 rounds above), and only their batches of 8 or more 0.86x
+    too (2 of 8)."""
     return isinstance(batch, _OpenRecords) and len(batch.waiting) >= _BESIDE_FROM
 
 

@@ -1,6 +1,6 @@
 """One-row requests from wrk against two trees of the service, rounds alternating: req/s,
 p50 and the server process's CPU per request (its utime + stime over the run, from
-/proc), with the host's load average; ``--census`` instead runs each tree once under
+/proc) and wrk's, with the host's load average; ``--census`` instead runs each tree once under
 ``batch_census.py`` and prints how many requests reached the batcher per loop turn and
 how many each engine call answered.
 
@@ -17,6 +17,7 @@ import argparse
 import contextlib
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -90,6 +91,13 @@ def main() -> None:
         default=[],
         help="NAME:KEY=VALUE: an environment variable for one tree's server only",
     )
+    parser.add_argument(
+        "--scenario-of",
+        action="append",
+        default=[],
+        help="NAME=SCENARIO: this tree's requests (e.g. json=single_1, arrow=single_1_arrow "
+        "with --trees json=.,arrow=.: two bodies against one tree, alternating)",
+    )
     args = parser.parse_args()
     import numpy as np
     import service_bench as sb
@@ -102,8 +110,14 @@ def main() -> None:
     dataset = sb.load_dataset(ref.dataset)
     version = trained(next(iter(trees.values())), data, ref, dataset)
     work = sb.workloads(dataset, ref.task == "classification", np.random.default_rng(sb.SEED))
-    chosen = work[args.scenario]
-    path = f"/v1/models/{args.model}/versions/{version}/predict{chosen.query}"
+    scenarios = dict.fromkeys(trees, args.scenario)
+    scenarios.update(dict(given.split("=", 1) for given in args.scenario_of))
+    chosen_of = {name: work[scenario] for name, scenario in scenarios.items()}
+    path_of = {
+        name: f"/v1/models/{args.model}/versions/{version}/predict{chosen.query}"
+        for name, chosen in chosen_of.items()
+    }
+    chosen, path = chosen_of[next(iter(trees))], path_of[next(iter(trees))]
     wrk, _ = find_wrk(install=False)
     load = LoadGenerator(wrk)
     extra = {"ENSEMBLE_BATCH_MAX_WAIT_MS": "0"} if args.unbatched else {}
@@ -114,6 +128,7 @@ def main() -> None:
         own[name][key] = value
     if args.census:
         for name, tree in trees.items():
+            chosen, path = chosen_of[name], path_of[name]
             out = Path(tempfile.mkstemp(prefix="census-", suffix=".json")[1])
             with server(tree, data / "data", out, {**extra, **own[name]}) as (base, _):
                 load.run(base + path, chosen.bodies, args.clients, 1, chosen.content_type)
@@ -136,21 +151,27 @@ def main() -> None:
             name: stack.enter_context(server(t, data / "data", None, {**extra, **own[name]}))
             for name, t in trees.items()
         }
-        for base, _ in bases.values():  # warm-up: the model loaded, the caches full
+        for name, (base, _) in bases.items():  # warm-up: the model loaded, the caches full
+            chosen, path = chosen_of[name], path_of[name]
             load.run(base + path, chosen.bodies, args.clients, 1, chosen.content_type)
         figures: dict[str, dict[str, list[float]]] = {
-            name: {"rps": [], "p50": [], "cpu": [], "busy": [], "loop": []} for name in trees
+            name: {"rps": [], "p50": [], "cpu": [], "busy": [], "loop": [], "client": []}
+            for name in trees
         }
         loads = []
         for r in range(args.rounds):
             order = list(trees) if r % 2 == 0 else list(reversed(trees))
             for name in order:
                 base, pid = bases[name]
+                chosen, path = chosen_of[name], path_of[name]
                 before, loop_before = _cpu_seconds(pid), _loop_cpu_seconds(pid)
+                client_before = _children_cpu_seconds()
                 run = load.run(
                     base + path, chosen.bodies, args.clients, args.seconds, chosen.content_type
                 )
                 spent = _cpu_seconds(pid) - before
+                client = _children_cpu_seconds() - client_before  # wrk's (waited for)
+                figures[name]["client"].append(client / max(run.requests, 1) * 1e6)
                 looped = _loop_cpu_seconds(pid) - loop_before
                 figures[name]["loop"].append(looped / max(run.requests, 1) * 1e6)
                 figures[name]["rps"].append(run.requests / run.seconds)
@@ -161,7 +182,8 @@ def main() -> None:
             time.sleep(0.2)
     load.close()
     print(
-        f"{args.scenario}, {args.clients} client(s), {args.rounds} rounds of {args.seconds} s, "
+        f"{', '.join(f'{n}: {s}' for n, s in scenarios.items())}, "
+        f"{args.clients} client(s), {args.rounds} rounds of {args.seconds} s, "
         f"alternating; load averages after each round: {'; '.join(loads)}"
     )
     for name, f in figures.items():
@@ -171,7 +193,8 @@ def main() -> None:
             f"{statistics.median(f['p50']):.3f} ms; server CPU "
             f"{statistics.median(f['cpu']):.0f} us/request (event loop's thread "
             f"{statistics.median(f['loop']):.0f}), "
-            f"{statistics.median(f['busy']):.0f}% of a core"
+            f"{statistics.median(f['busy']):.0f}% of a core; wrk's CPU "
+            f"{statistics.median(f['client']):.0f} us/request"
         )
     if len(trees) == 2:
         a, b = list(trees)
@@ -180,6 +203,12 @@ def main() -> None:
             f"{b}/{a} req/s per round: median {statistics.median(ratios):.2f}x "
             f"({sum(x > 1 for x in ratios)} of {len(ratios)} above 1)"
         )
+
+
+def _children_cpu_seconds() -> float:
+    """The CPU of this process's children waited for (wrk, each run)."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
 
 
 def _load() -> str:

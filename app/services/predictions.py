@@ -51,7 +51,8 @@ from ensembles.inference import (
     numbers_only,
     prepare,
 )
-from ensembles.inference.small_tables import small_float_matrix
+from ensembles.inference.cells import MatrixRows
+from ensembles.inference.small_tables import small_float_matrix, small_float_rows
 from ensembles.registry import VersionRecord
 
 INLINE_MAX_BYTES = 8 * 1024  # bodies up to this size may be answered on the event loop
@@ -137,6 +138,10 @@ def _inline_table(
     if not isinstance(servable, Servable):
         return None
     checked = None
+    if known is not None and services.batcher.enabled and not chosen.shadowed:
+        rows = small_float_rows(servable.signature, known.schema, known.matrix)
+        if rows is not None:  # its columns made only if it is answered alone
+            return _batched_rows(services, chosen, servable, *rows, options)
     if known is not None:
         checked = small_float_matrix(servable.signature, known.schema, known.matrix)
     if table is None and (checked is None or chosen.shadowed):  # the careful way, a shadow
@@ -295,6 +300,27 @@ async def _batched(
     n_rows = len(prediction.predictions)
     services.metrics.observe_prediction(record.model, n_rows, record.version, chosen.alias)
     return _write(services, chosen, servable, checked, options, rows, prediction)
+
+
+async def _batched_rows(
+    services: Services,
+    chosen: Target,
+    servable: Servable,
+    rows: MatrixRows,
+    warnings: list[str],
+    options: PredictOptionsIn,
+) -> Answer:
+    """:func:`_batched` for the checked rows of a small Arrow body read from its bytes
+    (options in the query string, no shadow), joined by their matrix: making their
+    columns cost a one-row request of 30 columns 7 us of CPU (issue 24)."""
+    record = chosen.record
+    try:
+        prediction = await services.batcher.predict(servable, rows, predict_options(options))
+    except PredictionInputError as exc:
+        raise _in_query(exc) from None
+    n_rows = len(prediction.predictions)
+    services.metrics.observe_prediction(record.model, n_rows, record.version, chosen.alias)
+    return _written(chosen, servable, options, warnings, None, prediction)
 
 
 async def _batched_record(

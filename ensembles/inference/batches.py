@@ -21,20 +21,38 @@ from typing import Any
 
 import numpy as np
 
-from ensembles.inference.cells import Columns, MatrixColumns
+from ensembles.inference.cells import Columns, MatrixColumns, MatrixRows
 from ensembles.inference.compiled import CompiledModel
 from ensembles.inference.result import Prediction, PredictOptions
 from ensembles.inference.servable import Servable
 
-__all__ = ["batch_key", "batchable", "concat_columns", "row_count", "split_prediction"]
+__all__ = [
+    "Part",
+    "as_columns",
+    "batch_key",
+    "batchable",
+    "concat_columns",
+    "row_count",
+    "split_prediction",
+]
+
+# One request's checked rows: columns, or one matrix not yet made columns (MatrixRows).
+Part = Columns | MatrixRows
 
 _DTYPE = attrgetter("dtype")
 _PER_ROW = ("predictions", "probabilities", "votes", "weighted_votes", "agreement", "std")
 
 
-def row_count(columns: Columns) -> int:
+def row_count(columns: Part) -> int:
     """The number of rows of checked columns (0 for a model without features)."""
+    if isinstance(columns, MatrixRows):
+        return int(columns.matrix.shape[0])
     return len(next(iter(columns.values()), ()))
+
+
+def as_columns(part: Part) -> Columns:
+    """A request's checked columns (those of its matrix, for :class:`MatrixRows`)."""
+    return part.columns() if isinstance(part, MatrixRows) else part
 
 
 def batchable(servable: Servable, n_rows: int, options: PredictOptions) -> bool:
@@ -46,11 +64,13 @@ def batchable(servable: Servable, n_rows: int, options: PredictOptions) -> bool:
     return isinstance(servable.engine_for(n_rows), CompiledModel)
 
 
-def batch_key(columns: Columns, options: PredictOptions) -> Hashable:
+def batch_key(columns: Part, options: PredictOptions) -> Hashable:
     """What requests of one servable must share to be answered by one call (names and
     dtypes read in C: a Python step per column cost a one-row request 8 us).  The
-    columns of one matrix (:class:`MatrixColumns`) give the same key from the names and
-    the matrix's dtype, without a pass over the columns."""
+    columns of one matrix (:class:`MatrixColumns`, :class:`MatrixRows`) give the same key
+    from the names and the matrix's dtype, without a pass over the columns."""
+    if isinstance(columns, MatrixRows):
+        return (options, columns.names, (columns.matrix.dtype,) * len(columns.names))
     if type(columns) is MatrixColumns:
         names, matrix = columns.names, columns.matrix
         if names is not None and matrix is not None:
@@ -58,31 +78,42 @@ def batch_key(columns: Columns, options: PredictOptions) -> Hashable:
     return (options, tuple(columns), tuple(map(_DTYPE, columns.values())))
 
 
-def concat_columns(parts: Sequence[Columns]) -> Columns:
+def concat_columns(parts: Sequence[Part]) -> Columns:
     """The rows of ``parts``, one after the other (parts of one :func:`batch_key`): the
-    tables of records read into one table each (:class:`MatrixColumns`) joined in one
-    call, which a model taking those columns copies as it is (a column at a time, a
-    batch of one-row requests of 30 columns took 30 concatenations, then a stacking)."""
+    tables of records read into one table each (:class:`MatrixColumns`, or
+    :class:`MatrixRows`) joined in one call, which a model taking those columns copies
+    as it is (a column at a time, a batch of one-row requests of 30 columns took 30
+    concatenations, then a stacking)."""
     if len(parts) == 1:
-        return parts[0]
+        return as_columns(parts[0])
     tables = _tables(parts)
     if tables is not None:
         return MatrixColumns(tables[0], np.concatenate(tables[1]))
-    return {name: np.concatenate([part[name] for part in parts]) for name in parts[0]}
+    columns = [as_columns(part) for part in parts]
+    return {name: np.concatenate([part[name] for part in columns]) for name in columns[0]}
 
 
-def _tables(parts: Sequence[Columns]) -> tuple[tuple[str, ...], list[Any]] | None:
+def _tables(parts: Sequence[Part]) -> tuple[tuple[str, ...], list[Any]] | None:
     """The names and the tables of ``parts`` when each is a whole table of those names."""
-    first = parts[0]
-    names = first.names if type(first) is MatrixColumns else None
+    names = _matrix_of(parts[0])[0]
     if names is None:
         return None
     tables = []
     for part in parts:
-        if type(part) is not MatrixColumns or part.matrix is None or part.names != names:
+        own, matrix = _matrix_of(part)
+        if own != names or matrix is None:
             return None
-        tables.append(part.matrix)
+        tables.append(matrix)
     return names, tables
+
+
+def _matrix_of(part: Part) -> tuple[tuple[str, ...] | None, Any]:
+    """The names and the matrix of a part that is one table (else None, None)."""
+    if isinstance(part, MatrixRows):
+        return part.names, part.matrix
+    if type(part) is MatrixColumns:
+        return part.names, part.matrix
+    return None, None
 
 
 def split_prediction(prediction: Prediction, sizes: Sequence[int]) -> list[Prediction]:

@@ -145,3 +145,80 @@ def test_other_streams_are_never_read_from_their_bytes(batch: pa.RecordBatch) ->
     for _ in range(2):
         assert one_batch_table(content) is not None
         assert arrow_streams.float_rows(content) is None
+
+
+def _forgotten(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No schema nor layout remembered (as in a new process)."""
+    monkeypatch.setattr(arrow_streams, "_KNOWN", [])
+    monkeypatch.setattr(arrow_streams, "_LAYOUTS", [])
+
+
+def test_two_schemas_in_turn_are_each_read_as_pyarrow_reads_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Bodies of two schemas (the same column names, another order; another name) sent
+    in turn, as one client's connection may: each read, from the bytes or by its
+    record batch, is pyarrow's own reading of it, never the other schema's."""
+    import numpy as np
+
+    _forgotten(monkeypatch)
+    rng = np.random.default_rng(5)
+    names = [("la", "lb", "lc"), ("lc", "lb", "la"), ("la", "lb", "ld")]
+    for _ in range(4):
+        for order in names:
+            content = _floats([[float(v) for v in rng.normal(size=3)]], order)
+            expected = _read(content)
+            table = read_table_body(content, "arrow", None)
+            assert table.schema.equals(expected.schema, check_metadata=True)
+            assert table.equals(expected)
+            rows = arrow_streams.float_rows(content)
+            if rows is not None:
+                assert rows.schema.equals(expected.schema, check_metadata=True)
+                assert rows.matrix.tolist() == _tensor(content).tolist()  # type: ignore[attr-defined]
+    assert len(arrow_streams._KNOWN) == len(names)
+    assert len(arrow_streams._LAYOUTS) == len(names)
+
+
+def _refusal(content: bytes) -> str:
+    with pytest.raises(InvalidRequestError) as exc:
+        read_table_body(content, "arrow", None)
+    return str(exc.value.problems)
+
+
+def test_a_known_schema_s_body_whose_batch_is_malformed_is_refused_as_unknown(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A body that starts with a remembered schema message (and may have a remembered
+    layout's length) but whose record batch does not read: never read from the
+    remembered schema or layout, and refused with the problem pyarrow's reader names
+    for it in a process that remembers nothing."""
+    good = _floats([[1.0, 2.0, 3.0]], ("ma", "mb", "mc"))
+    _forgotten(monkeypatch)
+    one_batch_table(good)  # the schema and the layout remembered
+    assert arrow_streams.float_rows(good) is not None
+    start = next(len(prefix) for prefix, _ in arrow_streams._KNOWN if good.startswith(prefix))
+    bad_bodies = [
+        good[:start] + b"\xff\xff\xff\xff" + b"\x7f" * 4 + good[start + 8 :],  # its length
+        good[:start] + good[start : start + 8] + b"\x00" * (len(good) - start - 8),
+        good[: start + 20],  # cut in the batch's message
+        good[:start] + b"\xff\xff\xff\xff\x00\x00\x00\x00" + b"\x00" * 8,  # ends, then bytes
+    ]
+    assert len(bad_bodies[0]) == len(bad_bodies[1]) == len(good)  # a layout's length
+    for bad in bad_bodies:
+        assert arrow_streams.float_rows(bad) is None
+    remembered = [_refusal(bad) if _raises(bad) else None for bad in bad_bodies]
+    assert sum(r is not None for r in remembered) >= 3
+    _forgotten(monkeypatch)
+    fresh = [_refusal(bad) if _raises(bad) else None for bad in bad_bodies]
+    assert remembered == fresh
+    for bad in bad_bodies:
+        table = one_batch_table(bad)
+        assert table is None or table.equals(_read(bad))
+
+
+def _raises(content: bytes) -> bool:
+    try:
+        read_table_body(content, "arrow", None)
+    except InvalidRequestError:
+        return True
+    return False

@@ -10,6 +10,7 @@ import threading
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+import numpy as np
 import pytest
 import pytest_asyncio
 from pydantic import ValidationError
@@ -121,6 +122,35 @@ async def test_a_failing_request_does_not_fail_its_batch_on_the_event_loop() -> 
             assert_same(answer, server.predict(part, PROBA))
     # The joined call failed (not counted), then the five good ones were answered alone.
     assert sample(metrics, "ensemble_batch_requests_count") == 5
+
+
+async def test_rows_left_one_matrix_are_joined_and_fail_alone_on_the_event_loop() -> None:
+    """Checked rows not yet made columns (``MatrixRows``: one-row Arrow bodies) share a
+    call, and answer as their columns would; when the joined call fails, each is made
+    columns and answered alone, the failing one with its own error."""
+    from ensembles.inference.cells import MatrixRows
+
+    server = servable("forest")
+    names = server.signature.feature_names
+    columns = one_row_parts("forest", 6)
+    matrices = [np.column_stack([part[n] for n in names]) for part in columns]
+    for good in (True, False):
+        metrics = Metrics()
+        batcher = Batcher(64, NO_CAP, metrics)
+        parts = [MatrixRows(names, m if good else m.astype(object)) for m in matrices]
+        if not good:
+            parts[2].matrix[0, 0] = "oops"
+        answers = await asyncio.gather(
+            *(batcher.predict(server, p, PROBA) for p in parts), return_exceptions=True
+        )
+        for i, (answer, part) in enumerate(zip(answers, columns, strict=True)):
+            if not good and i == 2:
+                assert isinstance(answer, ValueError)
+                continue
+            assert not isinstance(answer, BaseException), answer
+            assert_same(answer, server.predict(part, PROBA))
+        # Good: the first alone, five joined; else the joined call failed (not counted).
+        assert sample(metrics, "ensemble_batch_requests_count") == (2 if good else 5)
 
 
 def record_of(i: int) -> dict[str, Any]:
@@ -520,3 +550,76 @@ def test_a_batch_open_for_max_wait_takes_no_more_requests() -> None:
     assert batcher._fits(batch, server, 1, now=10.0009)
     assert not batcher._fits(batch, server, 1, now=10.0011)
     assert not batcher._fits(batch, server, 64, now=10.0)  # over the row cap
+
+
+def arrow_row(i: int, change: str = "good") -> bytes:
+    """A one-row Arrow body as pandas writes it (iris row ``i``), or an odd one."""
+    table = iris_frame()[IRIS_FEATURES].iloc[i : i + 1].reset_index(drop=True)
+    if change == "nan":
+        table.iloc[0, 1] = float("nan")
+    elif change == "inf":
+        table.iloc[0, 2] = float("inf")
+    elif change == "big":
+        table.iloc[0, 0] = 1e39
+    elif change == "shuffled":
+        table = table[list(reversed(IRIS_FEATURES))]
+    elif change == "extra":
+        table = table.assign(colour=1.5)
+    elif change == "text":
+        table = table.astype({IRIS_FEATURES[3]: str})
+    return arrow_stream(pa_table(table))
+
+
+@pytest.mark.asyncio(loop_scope="module")
+@pytest.mark.parametrize("seed", range(4))
+async def test_concurrent_one_row_arrow_requests_are_joined_by_their_matrices(
+    iris_api: tuple[Any, Api], monkeypatch: pytest.MonkeyPatch, seed: int
+) -> None:
+    """One-row Arrow bodies of a loop turn (good rows, shuffled and extra columns, NaN,
+    infinities, numbers beyond float32, a string column), each read from its bytes as
+    one sent before: each gets, byte for byte, its lone answer or problem, and the good
+    ones are joined by their matrices (``MatrixRows``) without a dict of column views
+    made for each (one per engine call at most; before, one per request)."""
+    from ensembles.inference import cells
+
+    app, api = iris_api
+    url = "/v1/models/iris-rf/versions/1/predict?return_proba=true"
+    rng = random.Random(seed)
+    changes = ["good"] * 6 + ["nan", "inf", "big", "shuffled", "extra", "text"]
+    bodies = [arrow_row(rng.randrange(150), rng.choice(changes)) for _ in range(12)]
+    bodies[0] = arrow_row(rng.randrange(150))
+
+    async def send(body: bytes) -> Any:
+        return await api.client.post(url, content=body, headers={"content-type": ARROW})
+
+    alone = [await send(body) for body in bodies]  # (the layouts learnt)
+    made: list[int] = []
+    make = cells.MatrixColumns.__init__
+
+    def counted(self: Any, names: Any, matrix: Any) -> None:
+        made.append(len(matrix))
+        make(self, names, matrix)
+
+    monkeypatch.setattr(cells.MatrixColumns, "__init__", counted)
+    batcher = app.state.services.batcher
+    given: list[str] = []
+    predict = batcher.predict
+
+    async def seen(servable: Any, columns: Any, options: PredictOptions) -> Any:
+        given.append(type(columns).__name__)
+        return await predict(servable, columns, options)
+
+    monkeypatch.setattr(batcher, "predict", seen)
+    before = await batch_counts(api)
+    together = await asyncio.gather(*(send(body) for body in bodies))
+    calls = (await batch_counts(api))[0] - before[0]
+    for one, joined in zip(alone, together, strict=True):
+        assert joined.status_code == one.status_code
+        if one.status_code == 200:
+            assert joined.content == one.content  # byte for byte
+        else:  # the same problem, but for its request id
+            assert {**joined.json(), "request_id": ""} == {**one.json(), "request_id": ""}
+    good = sum(one.status_code == 200 for one in alone)
+    assert 0 < calls < good  # some shared a call
+    assert given == ["MatrixRows"] * good  # the refused ones never reached the batcher
+    assert len(made) <= calls

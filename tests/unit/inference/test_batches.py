@@ -297,3 +297,37 @@ def test_split_parts_are_the_predictions_their_init_makes() -> None:
         assert (part.votes, part.std, part.engine) == (None, None, "x")
         with pytest.raises(FrozenInstanceError):
             part.engine = "y"  # type: ignore[misc]
+
+
+def test_rows_left_one_matrix_join_as_the_columns_of_their_matrices() -> None:
+    """Checked rows not yet made columns (:class:`MatrixRows`, a one-row Arrow body's)
+    have the key, the row count and the joined columns of their matrix's columns
+    (:class:`MatrixColumns`), mixed with those or alone; with other columns they are
+    made columns first.  The joined values are the same float64 bits."""
+    from ensembles.inference.batches import as_columns, row_count
+    from ensembles.inference.cells import MatrixRows
+
+    names = ("a", "b", "c")
+    first = np.array([[-0.0, 5e-324, 1.5]])
+    second = np.array([[2.0, -3.25, 1e300], [4.0, 5.0, 6.0]])
+    rows = MatrixRows(names, first)
+    options = PredictOptions(return_proba=True)
+    assert batch_key(rows, options) == batch_key(MatrixColumns(names, first), options)
+    assert row_count(rows) == 1 and row_count(MatrixRows(names, second)) == 2
+    alone = as_columns(rows)
+    assert type(alone) is MatrixColumns and alone.names == names and alone.matrix is first
+    expected = np.vstack([first, second])
+    mixes: list[list[Columns | MatrixRows]] = [
+        [rows, MatrixRows(names, second)],
+        [rows, MatrixColumns(names, second)],
+        [rows, {n: second[:, j].copy() for j, n in enumerate(names)}],
+    ]
+    for parts in mixes:
+        joined = concat_columns(parts)
+        assert list(joined) == list(names)
+        for j, name in enumerate(names):
+            assert np.array_equal(joined[name].view(np.int64), expected[:, j].view(np.int64))
+    whole = concat_columns([rows, MatrixRows(names, second)])
+    assert type(whole) is MatrixColumns and whole.matrix is not None
+    assert np.array_equal(whole.matrix.view(np.int64), expected.view(np.int64))
+    assert type(concat_columns([rows])) is MatrixColumns

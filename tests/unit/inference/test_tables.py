@@ -15,7 +15,15 @@ import pytest
 
 from ensembles.builders import FeatureColumn
 from ensembles.errors import PredictionInputError, TooLargeError
-from ensembles.inference import MAX_PROBLEMS, check_rows, check_table, servable, small_tables
+from ensembles.inference import (
+    MAX_PROBLEMS,
+    batches,
+    cells,
+    check_rows,
+    check_table,
+    servable,
+    small_tables,
+)
 from ensembles.signature import ModelSignature
 
 NUMBERS = ModelSignature(
@@ -390,3 +398,32 @@ def test_a_large_float_table_is_checked_into_the_matrix_the_model_reads_without_
     assert np.array_equal(matrix.view(np.int64), expected.view(np.int64))
     assert servable.one_matrix(list(checked.values())) is not None
     assert np.shares_memory(matrix, checked["a"]) and np.shares_memory(matrix, checked["b"])
+
+
+@pytest.mark.parametrize("order", [["a", "b"], ["b", "note", "a"]])
+def test_a_small_float_table_is_checked_into_one_matrix_the_batch_joins_in_one_call(
+    order: list[str],
+) -> None:
+    """A small table of float64 columns (the features in order, or shuffled among
+    others) is checked into the columns of one matrix (:class:`MatrixColumns`): a batch
+    of such requests is joined by one concatenation and the model copies it as it is,
+    where 30 columns of a one-row request were concatenated one by one, then stacked
+    (issue 24).  The joined rows are the float64 bits of the tables' own columns."""
+    rng = np.random.default_rng(3)
+    parts: list[Any] = []
+    expected = []
+    for _ in range(3):
+        values: dict[str, Any] = {"a": rng.normal(0, 1e3, 1), "b": rng.normal(0, 1e3, 1)}
+        values["note"] = [2.0]
+        values["a"][0] = -0.0 if not parts else values["a"][0]
+        table = pa.table({name: values[name] for name in order})
+        checked, warnings = check_table(NUMBERS, table)
+        assert type(checked) is cells.MatrixColumns and checked.names == ("a", "b")
+        assert warnings == (["extra columns ignored: note"] if "note" in order else [])
+        parts.append(checked)
+        expected.append([table.column("a").to_numpy(), table.column("b").to_numpy()])
+    joined = batches.concat_columns(parts)
+    assert type(joined) is cells.MatrixColumns and joined.matrix is not None
+    matrix = servable.stack_columns(joined, ("a", "b"))
+    stacked = np.vstack([np.column_stack(columns) for columns in expected])
+    assert np.array_equal(matrix.view(np.int64), stacked.view(np.int64))
