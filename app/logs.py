@@ -106,10 +106,12 @@ def time_text(created: float) -> str:
     if cached[0] != second:
         moment = datetime.fromtimestamp(second, UTC).replace(tzinfo=None)
         cached[:] = [second, moment.isoformat(timespec="seconds")]
-    return f"{cached[1]}.{micro // 1000:03d}Z"
+    text: str = cached[1]
+    return text + _MILLIS[micro // 1000]
 
 
 _SECOND: list[Any] = [None, ""]  # the last whole second written, and its text
+_MILLIS: Final = tuple(f".{ms:03d}Z" for ms in range(1000))  # (a formatted field cost 0.3 us)
 
 
 def _fields(fields: object) -> dict[str, Any]:
@@ -164,7 +166,18 @@ def write_info(
         return False
     pid = os.getpid() if logging.logProcesses else None
     message = msg % args if args else msg
-    entry = _entry(time.time(), "info", logger.name, pid, message, fields)
+    created = time.time()
+    if "request_id" in fields:  # (a request line): _entry's object, fields not copied
+        entry = {
+            "time": time_text(created),
+            "level": "info",
+            "logger": logger.name,
+            "pid": pid,
+            "message": message,
+            **fields,
+        }
+    else:
+        entry = _entry(created, "info", logger.name, pid, message, fields)
     line = orjson.dumps(entry, default=str).decode() + handler.terminator
     loop = asyncio.events._get_running_loop()  # the C call: None off the loop
     if loop is not None:
