@@ -198,7 +198,7 @@ async def test_model_cache_serves_repeated_predictions(trained: Trained) -> None
     assert hits is not None and float(hits.group(1)) >= 2
 
 
-def test_equal_options_ask_the_engine_with_one_shared_object() -> None:
+async def test_equal_options_ask_the_engine_with_one_shared_object() -> None:
     """Each combination of options is asked of the engine with one frozen
     ``PredictOptions``, equal to the one its fields make, shared by the requests giving
     it (made per request, it cost every prediction ~1 us)."""
