@@ -413,13 +413,22 @@ def _written(
 
 
 def predict_options(options: PredictOptionsIn) -> PredictOptions:
-    """What the engine is asked, of a request's options."""
-    return PredictOptions(
-        voting=options.voting,
-        return_proba=options.return_proba,
-        return_votes=options.return_votes,
-        return_std=options.return_std,
-    )
+    """What the engine is asked, of a request's options: one frozen (never modified)
+    ``PredictOptions`` per combination, shared by the requests asking it (made each
+    time, its frozen ``__init__`` cost every prediction ~1 us; there are at most 24)."""
+    key = (options.voting, options.return_proba, options.return_votes, options.return_std)
+    made = _PREDICT_OPTIONS.get(key)
+    if made is None:
+        made = _PREDICT_OPTIONS[key] = PredictOptions(
+            voting=options.voting,
+            return_proba=options.return_proba,
+            return_votes=options.return_votes,
+            return_std=options.return_std,
+        )
+    return made
+
+
+_PREDICT_OPTIONS: dict[tuple[object, bool, bool, bool], PredictOptions] = {}
 
 
 def _row_count(checked: CheckedColumns) -> int:

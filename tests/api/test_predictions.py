@@ -196,3 +196,25 @@ async def test_model_cache_serves_repeated_predictions(trained: Trained) -> None
     metrics = (await trained.api.client.get("/metrics")).text
     hits = re.search(r"^ensemble_model_cache_hits_total (\S+)$", metrics, flags=re.MULTILINE)
     assert hits is not None and float(hits.group(1)) >= 2
+
+
+async def test_equal_options_ask_the_engine_with_one_shared_object() -> None:
+    """Each combination of options is asked of the engine with one frozen
+    ``PredictOptions``, equal to the one its fields make, shared by the requests giving
+    it (made per request, it cost every prediction ~1 us)."""
+    from itertools import product
+
+    from app.schemas.predictions import PredictOptionsIn
+    from app.services.predictions import predict_options
+    from ensembles.inference import PredictOptions
+
+    for voting, proba, votes, std in product((None, "hard", "soft"), *[(False, True)] * 3):
+        given: dict[str, Any] = {
+            "voting": voting,
+            "return_proba": proba,
+            "return_votes": votes,
+            "return_std": std,
+        }
+        made = predict_options(PredictOptionsIn(**given))
+        assert made == PredictOptions(**given)
+        assert made is predict_options(PredictOptionsIn(**given))

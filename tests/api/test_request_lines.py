@@ -4,6 +4,7 @@ is the line ``logging`` writes, to the byte; request ids made without ``uuid`` a
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import logging
@@ -128,14 +129,56 @@ def test_the_direct_line_stands_aside_for_any_other_configuration(
 
 
 def test_new_request_ids_are_uuid4_hex(monkeypatch: pytest.MonkeyPatch) -> None:
-    for seed in range(50):
-        raw = bytes((seed * 37 + i * 101) % 256 for i in range(16))
-        monkeypatch.setattr(os, "urandom", lambda n, raw=raw: raw[:n])
-        assert new_request_id() == uuid.UUID(bytes=raw, version=4).hex
+    """Each id is ``uuid4().hex`` of the next 16 random bytes drawn."""
+    drawn: list[bytes] = []
+
+    def urandom(n: int) -> bytes:
+        raw = bytes((len(drawn) * 37 + i * 101) % 256 for i in range(n))
+        drawn.append(raw)
+        return raw
+
+    logs._IDS.clear()
+    monkeypatch.setattr(os, "urandom", urandom)
+    made = [new_request_id() for _ in range(300)]
     monkeypatch.undo()
-    made = {new_request_id() for _ in range(100)}
-    assert len(made) == 100
-    assert all(uuid.UUID(hex=m).version == 4 for m in made)
+    logs._IDS.clear()
+    raw = b"".join(drawn)
+    assert made == [uuid.UUID(bytes=raw[16 * k : 16 * k + 16], version=4).hex for k in range(300)]
+    made = [new_request_id() for _ in range(600)]
+    assert len(set(made)) == 600
+    assert all(uuid.UUID(hex=m).version == 4 and uuid.UUID(hex=m).hex == m for m in made)
+
+
+def test_request_ids_are_drawn_256_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One ``os.urandom`` call for 256 ids (it was one a request)."""
+    sizes: list[int] = []
+    urandom = os.urandom
+
+    def counted(n: int) -> bytes:
+        sizes.append(n)
+        return urandom(n)
+
+    logs._IDS.clear()
+    monkeypatch.setattr(os, "urandom", counted)
+    for _ in range(300):
+        new_request_id()
+    assert sizes == [16 * 256, 16 * 256]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork")
+def test_a_forked_child_draws_ids_of_its_own() -> None:
+    """The pool is emptied in a forked child: parent and child never share an id."""
+    new_request_id()  # the pool filled
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child
+        os.write(write, ",".join(new_request_id() for _ in range(5)).encode())
+        os._exit(0)
+    os.close(write)
+    os.waitpid(pid, 0)
+    with os.fdopen(read) as pipe:
+        child = set(pipe.read().split(","))
+    assert len(child) == 5 and not child & {new_request_id() for _ in range(5)}
 
 
 def test_the_time_is_the_datetimes_to_the_character() -> None:
@@ -177,3 +220,57 @@ def test_lines_of_one_second_make_one_datetime(
         "2026-09-21T14:13:21.020Z",
     ]
     assert len(made) == 1
+
+
+class _CountedWrites(io.StringIO):
+    """A stream counting its writes."""
+
+    writes = 0
+
+    def write(self, text: str) -> int:
+        self.writes += 1
+        return super().write(text)
+
+
+async def test_the_lines_of_a_loop_turn_leave_in_one_write(service_logging: io.StringIO) -> None:
+    """On an event loop, the request lines of a turn are held until its end and leave
+    in one write, the same lines as one write each; a line logged in the same turn
+    (any thread's) is written after them, in order."""
+    handler = _service_handler_only()
+    stream = _CountedWrites()
+    assert isinstance(handler, logging.StreamHandler)
+    handler.setStream(stream)
+    access = logging.getLogger("app.access")
+    for k in range(3):
+        assert write_info(access, ACCESS, ARGS, {**FIELDS, "request_id": f"r-{k}"})
+    assert stream.getvalue() == ""  # held until the turn ends
+    await asyncio.sleep(0)
+    lines = stream.getvalue().splitlines()
+    assert stream.writes == 1
+    assert [json.loads(line)["request_id"] for line in lines] == ["r-0", "r-1", "r-2"]
+    assert write_info(access, ACCESS, ARGS, FIELDS)
+    logging.getLogger("app").warning("after the line")
+    assert [json.loads(line)["message"] for line in stream.getvalue().splitlines()[3:]] == [
+        "POST /v1/models/iris/versions/1/predict 200 0.4 ms",
+        "after the line",
+    ]
+    await asyncio.sleep(0)
+    assert len(stream.getvalue().splitlines()) == 5
+
+
+async def test_held_lines_are_the_lines_written_at_once(service_logging: io.StringIO) -> None:
+    """A held line is the line written off the loop, to the byte, and a flush, a new
+    stream or the end of logging writes what is held first."""
+    handler = _service_handler_only()
+    access = logging.getLogger("app.access")
+    assert write_info(access, ACCESS, ARGS, FIELDS)
+    handler.flush()
+    held = service_logging.getvalue()
+    service_logging.seek(0)
+    service_logging.truncate()
+    assert await asyncio.to_thread(write_info, access, ACCESS, ARGS, FIELDS)
+    assert service_logging.getvalue() == held and held.count("\n") == 1
+    assert write_info(access, ACCESS, ARGS, FIELDS)
+    assert isinstance(handler, logging.StreamHandler)
+    handler.setStream(other := io.StringIO())
+    assert service_logging.getvalue() == held * 2 and other.getvalue() == ""
