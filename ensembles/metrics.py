@@ -19,6 +19,7 @@ from numpy.typing import NDArray
 from sklearn import metrics as skm
 from sklearn.base import BaseEstimator
 
+from ensembles import forest_oob
 from ensembles.catalog import MemberWalk, OobSource
 from ensembles.catalog.traits import Stages
 from ensembles.members import (
@@ -161,7 +162,8 @@ def oob_scores(
     summed in member order exactly as scikit-learn's bagging sums them; forests
     (``source="forest"``) use scikit-learn's own OOB figures for the final value.
     ``tallied``: those sums, counts and curve, already made by a pass over the members
-    (:mod:`ensembles.member_pass`).
+    (:mod:`ensembles.member_pass`).  A forest the service fitted without its own OOB
+    pass gets its OOB attributes from them first (:mod:`ensembles.forest_oob`).
     """
     if source == "stages":
         if ensemble.subsample >= 1.0:
@@ -176,6 +178,9 @@ def oob_scores(
             return None, reason, []
         tallied = _oob_tallies(members, Xt, y, task, classes)
     sums, counts, curve = tallied
+    if source == "forest":  # fitted without its own OOB pass: its attributes from these
+        codes = class_codes(y, classes) if task == "classification" else None
+        forest_oob.settle(ensemble, sums, counts, y, codes)
     labels = np.asarray(classes, dtype=object)
     scored = counts > 0
     if not scored.any():

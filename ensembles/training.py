@@ -45,7 +45,7 @@ from numpy.typing import NDArray
 from sklearn.base import BaseEstimator
 from sklearn.pipeline import Pipeline
 
-from ensembles import metrics
+from ensembles import forest_oob, metrics
 from ensembles.builders import (
     FeatureColumn,
     build_pipeline,
@@ -398,10 +398,11 @@ def _fit_members(
     ensemble: BaseEstimator, kind: Kind, Xt: NDArray[Any], y: NDArray[Any], total: int, run: Run
 ) -> None:
     """A forest or bagging ensemble in one fit, its members in parallel, counted as they
-    finish.  Forests score their own OOB rows when they bootstrap; the bagging family's
-    OOB figures come from ``metrics`` (which also draws its curve)."""
+    finish.  A bootstrapped forest's own OOB attributes come from the members' pass after
+    the fit (:mod:`ensembles.forest_oob`), the bagging family's OOB figures from
+    ``metrics`` (which also draws the curve)."""
     own_oob = kind.oob == "forest" and bool(ensemble.get_params().get("bootstrap"))
-    ensemble.set_params(oob_score=own_oob)
+    forest_oob.fit_without_oob(ensemble, own_oob)  # the members' pass tallies the OOB rows
     run.report(0, total, "fitting")
     with run.parallel(members=total):
         ensemble.fit(Xt, y)
