@@ -46,6 +46,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 import numpy as np
@@ -59,10 +60,12 @@ HERE = Path(__file__).resolve().parent.parent
 WAYS = ("json", "arrow", "floor")
 
 
-def gap(base: str, pid: int, client: httpx.Client, ref: sb.Reference, requests: int) -> None:
-    """One model's three ways in turn, ``requests`` times each; printed."""
-    data = sb.load_dataset(ref.dataset)
-    path, _, pipeline = trained(client, ref, data)
+def both_ways(
+    base: str, path: str, ref: sb.Reference, data: sb.Dataset
+) -> tuple[RawClient, dict[str, list[Any]], list[Any]]:
+    """The bench's 10,000-row bodies as JSON and as Arrow, prepared and sent once each
+    (their answers must be the same bytes): the client, the prepared requests by way,
+    and the rows' frames."""
     classifier = ref.task == "classification"
     works = sb.workloads(data, classifier, np.random.default_rng(sb.SEED))
     work = {"json": works["rows_10000"], "arrow": works["rows_10000_arrow"]}
@@ -74,7 +77,15 @@ def gap(base: str, pid: int, client: httpx.Client, ref: sb.Reference, requests: 
     answers = {way: [raw.send(p) for p in bodies] for way, bodies in prepared.items()}
     if answers["json"] != answers["arrow"]:
         raise RuntimeError(f"{ref.model}: the JSON and Arrow answers differ")
-    frames = work["json"].frames
+    return raw, prepared, work["json"].frames
+
+
+def gap(base: str, pid: int, client: httpx.Client, ref: sb.Reference, requests: int) -> None:
+    """One model's three ways in turn, ``requests`` times each; printed."""
+    data = sb.load_dataset(ref.dataset)
+    path, _, pipeline = trained(client, ref, data)
+    classifier = ref.task == "classification"
+    raw, prepared, frames = both_ways(base, path, ref, data)
     call = pipeline.predict_proba if classifier else pipeline.predict
     times: dict[str, list[float]] = {way: [] for way in WAYS}
     cpu = dict.fromkeys(WAYS, 0.0)

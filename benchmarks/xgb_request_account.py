@@ -51,7 +51,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import service_bench as sb
-from json_rows_ab import RawClient, trained, tree_service
+from json_arrow_gap import both_ways
+from json_rows_ab import trained, tree_service
 
 HERE = Path(__file__).resolve().parent.parent
 MODEL = "bench-xgboost"
@@ -100,17 +101,7 @@ def account(args: argparse.Namespace) -> None:
         base, pid = stack.enter_context(tree_service(Path(args.tree), Path(tmp), "server.log"))
         client = stack.enter_context(httpx.Client(base_url=base, timeout=120))
         path, _, pipeline = trained(client, ref, data)
-        works = sb.workloads(data, True, np.random.default_rng(sb.SEED))
-        work = {"json": works["rows_10000"], "arrow": works["rows_10000_arrow"]}
-        raw = RawClient(base)
-        prepared = {
-            way: [raw.request(f"{path}/predict{w.query}", b, w.content_type) for b in w.bodies]
-            for way, w in work.items()
-        }
-        answers = {way: [raw.send(p) for p in bodies] for way, bodies in prepared.items()}
-        if answers["json"] != answers["arrow"]:
-            raise RuntimeError("the JSON and Arrow answers differ")
-        frames = work["json"].frames
+        raw, prepared, frames = both_ways(base, path, ref, data)
         head, estimator = pipeline[:-1], pipeline[-1]
         matrices = [head.transform(f) for f in frames]
         c_order = [np.ascontiguousarray(m) for m in matrices]

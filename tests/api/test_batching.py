@@ -445,6 +445,17 @@ async def test_concurrent_api_requests_are_batched_with_unchanged_answers(
     assert app.state.services.batcher.enabled
 
 
+def assert_answered_as_alone(alone: list[Any], together: list[Any]) -> None:
+    """Each request answered in a batch as it was alone: the same bytes, or the same
+    problem but for its request id."""
+    for one, joined in zip(alone, together, strict=True):
+        assert joined.status_code == one.status_code
+        if one.status_code == 200:
+            assert joined.content == one.content  # byte for byte
+        else:
+            assert {**joined.json(), "request_id": ""} == {**one.json(), "request_id": ""}
+
+
 def odd_record(rng: random.Random, start: int) -> dict[str, Any]:
     """A one-record body's record: mostly a good row, else one a lone check refuses or
     warns about (or takes the careful way)."""
@@ -485,12 +496,7 @@ async def test_concurrent_one_record_requests_get_their_lone_answers(
         bodies.append(body)
     alone = [await api.predict("iris-rf", 1, body) for body in bodies]
     together = await asyncio.gather(*(api.predict("iris-rf", 1, body) for body in bodies))
-    for one, joined in zip(alone, together, strict=True):
-        assert joined.status_code == one.status_code
-        if one.status_code == 200:
-            assert joined.content == one.content  # byte for byte
-        else:  # the same problem, but for its request id
-            assert {**joined.json(), "request_id": ""} == {**one.json(), "request_id": ""}
+    assert_answered_as_alone(alone, together)
 
 
 @pytest.mark.asyncio(loop_scope="module")
@@ -613,12 +619,7 @@ async def test_concurrent_one_row_arrow_requests_are_joined_by_their_matrices(
     before = await batch_counts(api)
     together = await asyncio.gather(*(send(body) for body in bodies))
     calls = (await batch_counts(api))[0] - before[0]
-    for one, joined in zip(alone, together, strict=True):
-        assert joined.status_code == one.status_code
-        if one.status_code == 200:
-            assert joined.content == one.content  # byte for byte
-        else:  # the same problem, but for its request id
-            assert {**joined.json(), "request_id": ""} == {**one.json(), "request_id": ""}
+    assert_answered_as_alone(alone, together)
     good = sum(one.status_code == 200 for one in alone)
     assert 0 < calls < good  # some shared a call
     assert given == ["MatrixRows"] * good  # the refused ones never reached the batcher
