@@ -57,16 +57,15 @@ def settle(
         return
     delattr(ensemble, _PENDING)  # before the attributes: they come after the fit's in order
     divisor = np.where(counts == 0, 1, counts)  # scikit-learn's: rows never out of bag
+    ensemble.set_params(oob_score=True)
     if is_classifier(ensemble):
         assert codes is not None
         proba = np.asarray(sums, dtype=np.float64) / divisor[:, np.newaxis]
         encoded = np.asarray(codes, dtype=np.float64).reshape(-1, 1)  # the fit's y
-        ensemble.set_params(oob_score=True)
         ensemble.oob_decision_function_ = proba
         ensemble.oob_score_ = accuracy_score(encoded, np.argmax(proba, axis=1))
     else:
         values = np.asarray(sums, dtype=np.float64) / divisor
-        ensemble.set_params(oob_score=True)
         ensemble.oob_prediction_ = values
         target = np.ascontiguousarray(np.asarray(y).reshape(-1, 1), dtype=np.float64)
         ensemble.oob_score_ = r2_score(target, values)

@@ -109,9 +109,7 @@ def _tables(parts: Sequence[Part]) -> tuple[tuple[str, ...], list[Any]] | None:
 
 def _matrix_of(part: Part) -> tuple[tuple[str, ...] | None, Any]:
     """The names and the matrix of a part that is one table (else None, None)."""
-    if isinstance(part, MatrixRows):
-        return part.names, part.matrix
-    if type(part) is MatrixColumns:
+    if isinstance(part, MatrixRows) or type(part) is MatrixColumns:
         return part.names, part.matrix
     return None, None
 

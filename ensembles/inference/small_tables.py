@@ -156,11 +156,9 @@ def small_float_rows(
     if signature.categories or not 0 < matrix.shape[0] <= SMALL_ROWS:
         return None
     features = _features(_layout(schema), signature)
-    columns_of = features.columns
-    if columns_of is None or matrix.dtype != np.float64 or not _within_float32(matrix):
+    if features.columns is None or matrix.dtype != np.float64 or not _within_float32(matrix):
         return None
-    rows = matrix if features.in_order else matrix[:, list(columns_of)]
-    return MatrixRows(signature.feature_names, rows), list(features.extra)
+    return MatrixRows(signature.feature_names, _in_order(features, matrix)), list(features.extra)
 
 
 def _checked(
@@ -173,12 +171,18 @@ def _checked(
         return None
     columns: Columns
     if matrix.shape[0] <= SMALL_ROWS:  # one matrix the batch joins and the model copies
-        rows = matrix if features.in_order else matrix[:, list(columns_of)]
-        columns = MatrixColumns(signature.feature_names, rows)
+        columns = MatrixColumns(signature.feature_names, _in_order(features, matrix))
     else:
         by_column = matrix.T if features.in_order else matrix.T[list(columns_of)]
         columns = dict(zip(signature.feature_names, by_column, strict=True))
     return CheckedColumns(columns, [*features.extra, *unseen_categories(signature, columns)])
+
+
+def _in_order(features: _Features, matrix: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """The matrix's feature columns in the signature's order, a row per row (the matrix
+    itself when they are the features in order)."""
+    assert features.columns is not None
+    return matrix if features.in_order else matrix[:, list(features.columns)]
 
 
 def _within_float32(matrix: np.ndarray[Any, Any]) -> bool:
