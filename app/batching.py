@@ -10,7 +10,8 @@ Two ways in, one for each place a prediction runs:
   turn's requests share one call where they shared two); the next ones of the same turn
   (requests whose bytes arrived together) join one batch, flushed with
   ``loop.call_soon`` at the end of the turn, when it holds ``max_rows`` rows, or when a
-  request finds it open for ``max_wait`` already.
+  request finds it open for ``max_wait`` already (on a fine clock, not the loop's
+  coarse one: see ``_now``).
   The loop never sleeps for batch-mates: on this 2-core machine, loaded by other work, a
   timer wait of 1 ms (until as many requests as the last batch held had joined) cost the
   process its CPU slice at every wait, and 16 clients got 184 req/s instead of 854;
@@ -44,6 +45,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -78,6 +80,12 @@ _RECORDS: Final = "records"  # the first item of a batch key of unchecked record
 # smaller one stays on the loop, where its answer costs no wake-ups (at 4 clients, with
 # batches of 2-3, the hand-over cost more than it freed: 0.91x req/s).
 _BESIDE_FROM: Final = 4
+# A batch's age, in seconds, read from a clock finer than the wait it is held to: uvloop's
+# ``loop.time()`` is libuv's cached, coarse clock (CLOCK_MONOTONIC_COARSE, 4 ms ticks on
+# this host; whole milliseconds at best), so a "1 ms" batch was cut wherever the tick fell
+# in its turn, however young (issue 24: one-row Arrow requests at 16 clients, 4.9 requests
+# an engine call, 14.3 with no cap).
+_now: Final = time.monotonic
 
 
 @dataclass(eq=False)
@@ -162,9 +170,7 @@ class Batcher:
             return self._alone(servable, as_columns(columns), options)
         loop = asyncio.get_running_loop()
         key = (id(servable), batch_key(columns, options))
-        batch = self._joined(
-            loop, key, servable, rows, lambda: _Open(servable, options, loop.time())
-        )
+        batch = self._joined(loop, key, servable, rows, lambda: _Open(servable, options, _now()))
         if batch is None:  # the first of its turn, none waiting: answered at once, alone
             return self._alone(servable, as_columns(columns), options)
         if not isinstance(batch, _Open):  # (keys of checked columns name only these)
@@ -191,7 +197,7 @@ class Batcher:
         loop = asyncio.get_running_loop()
         key = (_RECORDS, id(servable), options, max_rows)
         batch = self._joined(
-            loop, key, servable, 1, lambda: _OpenRecords(servable, options, max_rows, loop.time())
+            loop, key, servable, 1, lambda: _OpenRecords(servable, options, max_rows, _now())
         )
         if batch is None:  # the first of its turn, none waiting: answered at once, alone
             return self._checked_alone(servable, instances, options, max_rows)
@@ -216,7 +222,7 @@ class Batcher:
         first request of ``key`` in this loop turn when no other request of the turn is
         waiting to run, to be answered at once, alone."""
         batch = self._open.get(key)
-        if batch is not None and not self._fits(batch, servable, rows, loop.time()):
+        if batch is not None and not self._fits(batch, servable, rows, _now()):
             self._flush(key, batch)
             batch = None
         if batch is None:

@@ -546,7 +546,7 @@ async def test_batching_switched_off_answers_each_request_alone(
 
 
 def test_a_batch_open_for_max_wait_takes_no_more_requests() -> None:
-    """The wait cap, on the loop's clock: a request finding the batch open for the whole
+    """The wait cap: a request finding the batch open for the whole
     wait flushes it and starts the next one (no clock is read here: times are given)."""
     from app.batching import _Open
 
@@ -556,6 +556,49 @@ def test_a_batch_open_for_max_wait_takes_no_more_requests() -> None:
     assert batcher._fits(batch, server, 1, now=10.0009)
     assert not batcher._fits(batch, server, 1, now=10.0011)
     assert not batcher._fits(batch, server, 64, now=10.0)  # over the row cap
+
+
+async def test_a_tick_of_the_loops_coarse_clock_does_not_cut_a_young_batch(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The wait is timed on a fine clock, not the loop's: uvloop's ``loop.time()`` moves
+    in whole ticks (4 ms here), and a 1 ms batch whose turn crossed one was cut at once,
+    however young (issue 24).  Here the loop's clock jumps 4 ms at every reading while
+    the batch's own clock stands still: the turn's nine requests share two calls, as with
+    no cap (the first alone, eight joined)."""
+    loop = asyncio.get_running_loop()
+    ticks = iter(range(1_000_000))
+    monkeypatch.setattr(loop, "time", lambda: 0.004 * next(ticks))
+    monkeypatch.setattr("app.batching._now", lambda: 5.0, raising=False)
+    metrics = Metrics()
+    batcher = Batcher(64, 1.0, metrics)
+    server = servable("forest")
+    parts = one_row_parts("forest", 9)
+    answers = await asyncio.gather(*(batcher.predict(server, p, PROBA) for p in parts))
+    for answer, part in zip(answers, parts, strict=True):
+        assert_same(answer, server.predict(part, PROBA))
+    assert sample(metrics, "ensemble_batch_requests_count") == 2
+    assert sample(metrics, "ensemble_batch_requests_sum") == 9
+
+
+async def test_a_batch_is_cut_at_max_wait_on_its_own_clock(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The cap still holds: on a clock that moves 0.6 ms at every reading, a 1 ms batch
+    takes the request that finds it 0.6 ms old and is flushed by the next one (1.2 ms):
+    nine requests are the first alone, then joined two by two (4 + 1 calls), answers
+    unchanged."""
+    readings = iter(range(1_000_000))
+    monkeypatch.setattr("app.batching._now", lambda: 0.0006 * next(readings), raising=False)
+    metrics = Metrics()
+    batcher = Batcher(64, 1.0, metrics)
+    server = servable("forest")
+    parts = one_row_parts("forest", 9)
+    answers = await asyncio.gather(*(batcher.predict(server, p, PROBA) for p in parts))
+    for answer, part in zip(answers, parts, strict=True):
+        assert_same(answer, server.predict(part, PROBA))
+    assert sample(metrics, "ensemble_batch_requests_count") == 5
+    assert sample(metrics, "ensemble_batch_requests_sum") == 9
 
 
 def arrow_row(i: int, change: str = "good") -> bytes:
