@@ -561,14 +561,14 @@ def test_a_batch_open_for_max_wait_takes_no_more_requests() -> None:
 async def test_a_tick_of_the_loops_coarse_clock_does_not_cut_a_young_batch(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The wait is timed on a fine clock, not the loop's: uvloop's ``loop.time()`` moves
-    in whole ticks (4 ms here), and a 1 ms batch whose turn crossed one was cut at once,
-    however young (issue 24).  Here the loop's clock jumps 4 ms at every reading while
-    the batch's own clock stands still: the turn's nine requests share two calls, as with
-    no cap (the first alone, eight joined)."""
+    """The wait is timed on a fine clock, not the loop's: uvloop's ``loop.time()`` counts
+    whole milliseconds, and a 1 ms batch whose turn crossed the end of one was cut at
+    once, however young (issue 24).  Here the loop's clock moves 2 ms at every
+    reading while the batch's own clock stands still: the turn's nine requests share two
+    calls, as with no cap (the first alone, eight joined)."""
     loop = asyncio.get_running_loop()
     ticks = iter(range(1_000_000))
-    monkeypatch.setattr(loop, "time", lambda: 0.004 * next(ticks))
+    monkeypatch.setattr(loop, "time", lambda: 0.002 * next(ticks))
     monkeypatch.setattr("app.batching._now", lambda: 5.0, raising=False)
     metrics = Metrics()
     batcher = Batcher(64, 1.0, metrics)
