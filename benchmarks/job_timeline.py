@@ -6,7 +6,9 @@ set, trains the 500-round LightGBM on 200,000 x 20 rows (``train_scale``'s table
 the API ``--rounds`` times (``--kind random_forest --size 100``: the 100-tree forest),
 each after a direct fit (``train_scale.direct_lightgbm``), and
 prints, for each job, every stage the hook saw: its start and end in seconds from the
-submit, its wall and its process's CPU.  Two trees run alternately give A/B rounds:
+submit, its wall, its process's CPU, the seconds its process's threads waited on a run
+queue (ready, no core free: other work on the host) and its page faults.  Two trees run
+alternately give A/B rounds:
 
     .venv/bin/python benchmarks/job_timeline.py --tree /work/main --rounds 2
 """
@@ -110,12 +112,17 @@ def show(job: dict[str, object]) -> None:
         f"{job['train_s']:.2f} s, ratio {float(job['wall']) / float(job['direct']):.3f}, "  # type: ignore[arg-type]
         f"load {job['load']:.1f}"
     )
-    print(f"  {'stage':40s} {'pid':>7s} {'start':>7s} {'end':>7s} {'wall':>6s} {'cpu':>6s}")
+    print(
+        f"  {'stage':40s} {'pid':>7s} {'start':>7s} {'end':>7s} {'wall':>6s} {'cpu':>6s} "
+        f"{'runq':>6s} {'faults':>7s}"
+    )
     stages = [s for s in job["stages"] if s["what"] not in QUIET]  # type: ignore[attr-defined]
     for s in sorted(stages, key=lambda s: s["t0"]):
+        waited = s.get("rq1", 0.0) - s.get("rq0", 0.0)  # the hook of an older tree: none
+        faults = s.get("flt1", 0) - s.get("flt0", 0)
         print(
             f"  {s['what']:40s} {s['pid']:7d} {s['t0'] - t:7.3f} {s['t1'] - t:7.3f} "
-            f"{s['t1'] - s['t0']:6.3f} {s['cpu1'] - s['cpu0']:6.3f}"
+            f"{s['t1'] - s['t0']:6.3f} {s['cpu1'] - s['cpu0']:6.3f} {waited:6.3f} {faults:7d}"
         )
 
 

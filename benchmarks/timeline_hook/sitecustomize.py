@@ -3,9 +3,13 @@
 Put this folder on ``PYTHONPATH`` (after the tree under test) and set
 ``ENSEMBLE_TIMELINE`` to a file: every Python process started with them (the launcher,
 the server, the fork server, each job's worker) wraps the functions named below and
-appends one JSON line per call end: ``{"pid", "what", "t0", "t1", "cpu0", "cpu1"}``
-(wall time.time(); process CPU).  ``benchmarks/job_timeline.py`` reads them.  Names
-missing in a tree are skipped, so two commits can be compared.
+appends one JSON line per call end: ``{"pid", "what", "t0", "t1", "cpu0", "cpu1",
+"rq0", "rq1", "flt0", "flt1"}`` (wall time.time(); process CPU; seconds the process's
+threads had waited on a run queue, ready but not running, from
+``/proc/self/task/*/schedstat``; page faults, minor and major).  A stage slower than
+its CPU says was either waiting for a core (the run-queue column grows: other work on
+the host) or blocked.  ``benchmarks/job_timeline.py`` reads them.  Names missing in a
+tree are skipped, so two commits can be compared.
 """
 
 from __future__ import annotations
@@ -59,11 +63,40 @@ _TARGETS = (
 )
 
 
-def _log(what: str, t0: float, t1: float, cpu0: float, cpu1: float) -> None:
+def _log(
+    what: str, start: tuple[float, float, float, int], end: tuple[float, float, float, int]
+) -> None:
     assert _PATH is not None
+    (t0, cpu0, rq0, flt0), (t1, cpu1, rq1, flt1) = start, end
     line = {"pid": os.getpid(), "what": what, "t0": t0, "t1": t1, "cpu0": cpu0, "cpu1": cpu1}
+    line |= {"rq0": rq0, "rq1": rq1, "flt0": flt0, "flt1": flt1}
     with open(_PATH, "a", encoding="utf-8") as out:
         out.write(json.dumps(line) + "\n")
+
+
+def _now() -> tuple[float, float, float, int]:
+    """(wall, process CPU, run-queue wait of the process's live threads, page faults)."""
+    import resource
+
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:  # not Linux
+        tasks = []
+    for task in tasks:
+        try:
+            with open(f"/proc/self/task/{task}/schedstat", encoding="ascii") as stat:
+                _WAITED[(os.getpid(), task)] = int(stat.read().split()[1])
+        except OSError:  # the thread ended meanwhile: its last reading stays
+            pass
+    pid = os.getpid()
+    waited = sum(v for (owner, _), v in _WAITED.items() if owner == pid)
+    used = resource.getrusage(resource.RUSAGE_SELF)
+    return time.time(), time.process_time(), waited / 1e9, used.ru_minflt + used.ru_majflt
+
+
+# Each thread's last run-queue reading (ns), by (process, thread): an ended thread keeps
+# its share, so the sum never falls (a floor: a thread's wait after its last reading is lost).
+_WAITED: dict[tuple[int, str], int] = {}
 
 
 def _wrap(what: str, fn):  # type: ignore[no-untyped-def]
@@ -73,22 +106,22 @@ def _wrap(what: str, fn):  # type: ignore[no-untyped-def]
 
         @functools.wraps(fn)
         async def awrapped(*args, **kwargs):  # type: ignore[no-untyped-def]
-            t0, c0 = time.time(), time.process_time()
+            start = _now()
             try:
                 return await fn(*args, **kwargs)
             finally:
-                _log(what, t0, time.time(), c0, time.process_time())
+                _log(what, start, _now())
 
         awrapped._timeline = True  # type: ignore[attr-defined]
         return awrapped
 
     @functools.wraps(fn)
     def wrapped(*args, **kwargs):  # type: ignore[no-untyped-def]
-        t0, c0 = time.time(), time.process_time()
+        start = _now()
         try:
             return fn(*args, **kwargs)
         finally:
-            _log(what, t0, time.time(), c0, time.process_time())
+            _log(what, start, _now())
 
     wrapped._timeline = True  # type: ignore[attr-defined]
     return wrapped
