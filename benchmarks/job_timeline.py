@@ -7,8 +7,8 @@ the API ``--rounds`` times (``--kind random_forest --size 100``: the 100-tree fo
 each after a direct fit (``train_scale.direct_lightgbm``), and
 prints, for each job, every stage the hook saw: its start and end in seconds from the
 submit, its wall, its process's CPU, the seconds its process's threads waited on a run
-queue (ready, no core free: other work on the host) and its page faults.  Two trees run
-alternately give A/B rounds:
+queue (ready, no core free: other work on the host) and its page faults, and the host's
+memory events over the job (:data:`VMSTAT`).  Two trees run alternately give A/B rounds:
 
     .venv/bin/python benchmarks/job_timeline.py --tree /work/main --rounds 2
 """
@@ -80,9 +80,11 @@ def run(
                     fit = direct if forest else direct_lightgbm
                     direct_s = fit(frame, size, 1)[0]
                     timeline.write_text("")
+                    before = vmstat()
                     submitted = time.time()
                     wall, version = train_and_wait(client, "scale", request)
                     time.sleep(0.3)  # the last lines of the worker
+                    after = vmstat()
                     lines = [json.loads(x) for x in timeline.read_text().splitlines()]
                     out.append(
                         {
@@ -92,6 +94,7 @@ def run(
                             "submitted": submitted,
                             "stages": lines,
                             "load": os.getloadavg()[0],
+                            "vmstat": {k: after[k] - before.get(k, 0) for k in after},
                             "inference": {
                                 k: v
                                 for k, v in version["inference"].items()
@@ -105,6 +108,21 @@ def run(
     return out
 
 
+# The host's memory events a slow round may hide: direct compaction stalls (a huge page
+# made on the spot), huge pages not had, pages read back from disk, reclaim.
+VMSTAT = ("compact_stall", "thp_fault_alloc", "thp_fault_fallback", "pgmajfault", "pgscan_direct")
+
+
+def vmstat() -> dict[str, int]:
+    """The VMSTAT counters of the host now (none where /proc/vmstat is not readable)."""
+    try:
+        lines = Path("/proc/vmstat").read_text().splitlines()
+    except OSError:
+        return {}
+    values = dict(line.split() for line in lines)
+    return {name: int(values[name]) for name in VMSTAT if name in values}
+
+
 def show(job: dict[str, object]) -> None:
     t = float(job["submitted"])  # type: ignore[arg-type]
     print(
@@ -112,6 +130,7 @@ def show(job: dict[str, object]) -> None:
         f"{job['train_s']:.2f} s, ratio {float(job['wall']) / float(job['direct']):.3f}, "  # type: ignore[arg-type]
         f"load {job['load']:.1f}"
     )
+    print(f"  host during the job: {job.get('vmstat')}")
     print(
         f"  {'stage':40s} {'pid':>7s} {'start':>7s} {'end':>7s} {'wall':>6s} {'cpu':>6s} "
         f"{'runq':>6s} {'faults':>7s}"
