@@ -111,9 +111,11 @@ class ScoreWatch:
         held = None if self._held is None else _final(estimator, self._held)
         if train is None or (self._held is not None and held is None):
             return None
-        Xb = np.ascontiguousarray(X if self.keep.held is None else self.keep.held)
+        # Only sampled rows are asked: each is made contiguous alone (a copy of all the
+        # rows was 2 x 0.025 s for 200,000 x 20, the same values for the rows taken).
+        Xb = X if self.keep.held is None else self.keep.held
         staged = self._staged(estimator, Xb)
-        if not _agrees(estimator, np.ascontiguousarray(X), train):
+        if not _agrees(estimator, X, train):
             return None
         if held is not None and not _agrees(estimator, Xb, held):
             return None
@@ -149,7 +151,7 @@ class ScoreWatch:
         asked = np.union1d(near, sample).astype(np.intp)
         if not len(asked):
             return StagedLabels(classes, codes), True
-        exact = [np.asarray(e) for e in predict_at(estimator, Xb[asked], marks)]
+        exact = [np.asarray(e) for e in predict_at(estimator, _rows(Xb, asked), marks)]
         if len(near):
             position = {label: j for j, label in enumerate(classes.tolist())}
             at_near = np.searchsorted(asked, near)
@@ -274,4 +276,11 @@ def _agrees(estimator: Any, X: NDArray[Any], final: NDArray[np.float64]) -> bool
     if len(X) != len(final):
         return False
     rows = _sample(len(X))
-    return len(rows) == 0 or bool(np.array_equal(_library_final(estimator, X[rows]), final[rows]))
+    if len(rows) == 0:
+        return True
+    return bool(np.array_equal(_library_final(estimator, _rows(X, rows)), final[rows]))
+
+
+def _rows(X: NDArray[Any], rows: NDArray[np.intp]) -> NDArray[Any]:
+    """``np.ascontiguousarray(X)[rows]``'s values, without a copy of every row first."""
+    return np.ascontiguousarray(np.asarray(X)[rows])
