@@ -558,6 +558,20 @@ def test_a_batch_open_for_max_wait_takes_no_more_requests() -> None:
     assert not batcher._fits(batch, server, 64, now=10.0)  # over the row cap
 
 
+async def engine_calls_for_one_turn(requests: int) -> float:
+    """The engine calls a 1 ms, 64-row batcher makes for ``requests`` one-row forest
+    requests of one loop turn, each answer checked to be its lone one."""
+    metrics = Metrics()
+    batcher = Batcher(64, 1.0, metrics)
+    server = servable("forest")
+    parts = one_row_parts("forest", requests)
+    answers = await asyncio.gather(*(batcher.predict(server, p, PROBA) for p in parts))
+    for answer, part in zip(answers, parts, strict=True):
+        assert_same(answer, server.predict(part, PROBA))
+    assert sample(metrics, "ensemble_batch_requests_sum") == requests
+    return sample(metrics, "ensemble_batch_requests_count")
+
+
 async def test_a_tick_of_the_loops_coarse_clock_does_not_cut_a_young_batch(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -570,15 +584,7 @@ async def test_a_tick_of_the_loops_coarse_clock_does_not_cut_a_young_batch(
     ticks = iter(range(1_000_000))
     monkeypatch.setattr(loop, "time", lambda: 0.002 * next(ticks))
     monkeypatch.setattr("app.batching._now", lambda: 5.0, raising=False)
-    metrics = Metrics()
-    batcher = Batcher(64, 1.0, metrics)
-    server = servable("forest")
-    parts = one_row_parts("forest", 9)
-    answers = await asyncio.gather(*(batcher.predict(server, p, PROBA) for p in parts))
-    for answer, part in zip(answers, parts, strict=True):
-        assert_same(answer, server.predict(part, PROBA))
-    assert sample(metrics, "ensemble_batch_requests_count") == 2
-    assert sample(metrics, "ensemble_batch_requests_sum") == 9
+    assert await engine_calls_for_one_turn(9) == 2
 
 
 async def test_a_batch_is_cut_at_max_wait_on_its_own_clock(
@@ -590,15 +596,7 @@ async def test_a_batch_is_cut_at_max_wait_on_its_own_clock(
     unchanged."""
     readings = iter(range(1_000_000))
     monkeypatch.setattr("app.batching._now", lambda: 0.0006 * next(readings), raising=False)
-    metrics = Metrics()
-    batcher = Batcher(64, 1.0, metrics)
-    server = servable("forest")
-    parts = one_row_parts("forest", 9)
-    answers = await asyncio.gather(*(batcher.predict(server, p, PROBA) for p in parts))
-    for answer, part in zip(answers, parts, strict=True):
-        assert_same(answer, server.predict(part, PROBA))
-    assert sample(metrics, "ensemble_batch_requests_count") == 5
-    assert sample(metrics, "ensemble_batch_requests_sum") == 9
+    assert await engine_calls_for_one_turn(9) == 5
 
 
 def arrow_row(i: int, change: str = "good") -> bytes:
