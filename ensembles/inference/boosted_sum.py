@@ -16,6 +16,12 @@ and a sum of float64s exactly as the C loop makes them (the product depends on t
 leaf only, so it is made once per tree and kept).  Only for dense rows and the kind
 whose compiled form is ``boosting`` (scikit-learn's two gradient boosting classes, trees
 of one output); anything else is left to the library (None).
+
+The init estimator's raw predictions are one row repeated when it predicts one value for
+every row (``init='zero'``, and the ``DummyClassifier`` or ``DummyRegressor`` the library
+makes by default): they are worked out on one row once per model and kept.  The library
+validated the rows twice more (the first tree's check, the dummy's) and made the same
+row for every row, about 0.6 ms of CPU for a 5,000-row part, 5% of its walk.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 from scipy import sparse
+from sklearn.dummy import DummyClassifier, DummyRegressor
 from sklearn.utils.validation import validate_data
 
 from ensembles.catalog import kind_of
@@ -37,6 +44,11 @@ FloatArray = NDArray[np.float64]
 # array they were read from (a refit makes a new one; the stored models never change).
 _Walk = list[list[tuple[Any, FloatArray]]]
 _WALKS: weakref.WeakKeyDictionary[Any, tuple[Any, _Walk]] = weakref.WeakKeyDictionary()
+# A model's init raw predictions for one row (shape (1, trees per stage)) when they are
+# the same for every row, by model, with the ``estimators_`` array of their fit.
+_INITS: weakref.WeakKeyDictionary[Any, tuple[Any, FloatArray]] = weakref.WeakKeyDictionary()
+# DummyClassifier's strategies whose probabilities are the same for every row
+_CONSTANT_CLASS_PRIORS = frozenset({"prior", "most_frequent", "constant"})
 
 
 def boosted_raw(estimator: Any, Xt: NDArray[Any]) -> FloatArray | None:
@@ -51,12 +63,36 @@ def boosted_raw(estimator: Any, Xt: NDArray[Any]) -> FloatArray | None:
     if walk is None:
         return None
     X = validate_data(estimator, Xt, dtype=np.float32, order="C", accept_sparse="csr", reset=False)
-    raw = np.asarray(estimator._raw_predict_init(X), dtype=np.float64)
+    raw = _init_raw(estimator, X)
     for stage in walk:
         for k, (tree, scaled) in enumerate(stage):
             column = raw[:, k]
             np.add(column, scaled.take(tree.apply(X)), out=column)
     return raw
+
+
+def _init_raw(estimator: Any, X: NDArray[Any]) -> FloatArray:
+    """``_raw_predict_init(X)`` (a new array): the kept row repeated when the init
+    estimator predicts one value for every row, else the library's own call."""
+    if not _one_init_for_all_rows(estimator.init_):
+        return np.asarray(estimator._raw_predict_init(X), dtype=np.float64)
+    stages = estimator.estimators_
+    kept = _INITS.get(estimator)
+    if kept is None or kept[0] is not stages:
+        row = np.asarray(estimator._raw_predict_init(X[:1]), dtype=np.float64)
+        kept = (stages, row)
+        _INITS[estimator] = kept
+    return np.repeat(kept[1], X.shape[0], axis=0)
+
+
+def _one_init_for_all_rows(init: Any) -> bool:
+    """Does the init estimator predict the same for every row (each row's raw prediction
+    then is made of the same values by the same elementwise operations)?"""
+    if isinstance(init, str):
+        return init == "zero"
+    if type(init) is DummyRegressor:  # mean, median, quantile, constant
+        return True
+    return type(init) is DummyClassifier and init.strategy in _CONSTANT_CLASS_PRIORS
 
 
 def _walk(estimator: Any) -> _Walk | None:

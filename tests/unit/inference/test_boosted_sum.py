@@ -196,3 +196,45 @@ def test_while_another_request_s_parts_run_a_request_walks_in_one_call(
     assert calls == [1]
     for answer in (split, whole):
         assert answer.probabilities is not None and np.array_equal(answer.probabilities, own)
+
+
+def test_an_init_of_one_value_for_all_rows_is_worked_out_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The default init (a dummy predicting the prior) gives every row the same raw
+    prediction: it is made on one row once per fit and repeated, not validated and
+    predicted for every row of every part again."""
+    X, y = datasets.load_iris(return_X_y=True)
+    model = GradientBoostingClassifier(n_estimators=10, random_state=0).fit(X, y)
+    Z = rows_around(X)
+    expected = own_raw(model, Z)
+    init = model._raw_predict_init
+    rows_asked: list[int] = []
+
+    def counted(rows: Any) -> Any:
+        rows_asked.append(len(rows))
+        return init(rows)
+
+    monkeypatch.setattr(model, "_raw_predict_init", counted)
+    for lo, hi in ((0, len(Z)), (0, 7), (5, len(Z))):
+        raw = boosted_raw(model, Z[lo:hi])
+        assert raw is not None and np.array_equal(raw, expected[lo:hi])
+    assert rows_asked == [1]
+    model.set_params(learning_rate=0.3).fit(X, y[::-1])  # a refit: worked out anew
+    expected = own_raw(model, Z)
+    rows_asked.clear()
+    raw = boosted_raw(model, Z)
+    assert raw is not None and np.array_equal(raw, expected) and rows_asked == [1]
+
+
+def test_an_init_that_differs_from_row_to_row_is_the_library_s() -> None:
+    from sklearn.dummy import DummyClassifier
+
+    X, y = datasets.load_breast_cancer(return_X_y=True)
+    drawn = DummyClassifier(strategy="stratified", random_state=3)
+    model = GradientBoostingClassifier(n_estimators=10, init=drawn, random_state=0).fit(X, y)
+    Z = rows_around(X)
+    raw = boosted_raw(model, Z)
+    assert raw is not None and np.array_equal(raw.ravel(), model.decision_function(Z))
+    # the init draws each row's class: one row repeated would not be these bits
+    assert len(np.unique(model._raw_predict_init(Z.astype(np.float32)))) == 2
