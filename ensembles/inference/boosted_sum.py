@@ -11,11 +11,12 @@ GIL, so parts summed tree by tree here run side by side.  Figures: docs/performa
 
 Done as ``_raw_predict`` does it: the rows validated as ``decision_function`` validates
 them (float32, C order; a float matrix of the fitted width is only cast and checked
-finite, what the library's check does to it, without its ~0.2 ms of Python a part), the init estimator's raw predictions, then for each stage and
-each of its trees ``raw[i, k] += learning_rate * value[leaf]``, in stage order, a product
-and a sum of float64s exactly as the C loop makes them (the product depends on the
-leaf only, so it is made once per tree and kept).  Only for dense rows and the kind
-whose compiled form is ``boosting`` (scikit-learn's two gradient boosting classes, trees
+finite, what the library's check does to it, without its ~0.2 ms of Python a part), the
+init estimator's raw predictions, then for each stage and each of its trees
+``raw[i, k] += learning_rate * value[leaf]``, in stage order, a product and a sum of
+float64s exactly as the C loop makes them (the product depends on the leaf only, so it
+is made once per tree and kept).  Only for dense rows and the kind whose compiled form
+is ``boosting`` (scikit-learn's two gradient boosting classes, trees
 of one output); anything else is left to the library (None).
 
 The init estimator's raw predictions are one row repeated when it predicts one value for
