@@ -106,9 +106,9 @@ class SklearnEngine:
         (:mod:`ensembles.inference.row_parts`): the same bits as :meth:`answer`, with
         scikit-learn's gradient boosting walked outside the GIL
         (:mod:`ensembles.inference.boosted_sum`), so that the parts run side by side
-        instead of one after the other.  That walk costs about a third more CPU than
-        the library's own, which is why a request answered in one call keeps the
-        library's."""
+        instead of one after the other.  That walk costs more CPU than the library's
+        own (about a tenth for the bench's model, ``benchmarks/boosted_parts.py``),
+        which is why a request answered in one call keeps the library's."""
         return self._answer(Xt, with_proba, apart=True)
 
     def answer_threads(

@@ -14,8 +14,8 @@ is the same computation on fewer rows, so every row's bits are those of one call
 of them.  Everything else is answered in one call, as before.
 
 An engine may answer a part its own way (``answer_part``: scikit-learn's gradient
-boosting walks its trees outside the GIL, which costs about a third more CPU than the
-library's own walk, :mod:`ensembles.inference.boosted_sum`); such an engine is split only
+boosting walks its trees outside the GIL, which costs more CPU than the library's own
+walk, about a tenth, :mod:`ensembles.inference.boosted_sum`); such an engine is split only
 while no other request's part is running on the pool, since otherwise the cores are busy
 already and the extra CPU buys nothing.
 
@@ -74,7 +74,7 @@ class RowParts:
             return threaded
         # An engine may answer parts its own way, which lets them run side by side at a
         # price in CPU (scikit-learn's gradient boosting: its trees walked outside the
-        # GIL, about a third more CPU): worth it only while the pool's threads are idle;
+        # GIL, about a tenth more CPU): worth it only while the pool's threads are idle;
         # when another request's parts are running, the cores are busy already.
         answer = getattr(engine, "answer_part", None)
         if answer is not None and _BUSY[0] > 0:

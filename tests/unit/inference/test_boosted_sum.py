@@ -196,3 +196,96 @@ def test_while_another_request_s_parts_run_a_request_walks_in_one_call(
     assert calls == [1]
     for answer in (split, whole):
         assert answer.probabilities is not None and np.array_equal(answer.probabilities, own)
+
+
+def test_an_init_of_one_value_for_all_rows_is_worked_out_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The default init (a dummy predicting the prior) gives every row the same raw
+    prediction: it is made on one row once per fit and repeated, not validated and
+    predicted for every row of every part again."""
+    X, y = datasets.load_iris(return_X_y=True)
+    model = GradientBoostingClassifier(n_estimators=10, random_state=0).fit(X, y)
+    Z = rows_around(X)
+    expected = own_raw(model, Z)
+    init = model._raw_predict_init
+    rows_asked: list[int] = []
+
+    def counted(rows: Any) -> Any:
+        rows_asked.append(len(rows))
+        return init(rows)
+
+    monkeypatch.setattr(model, "_raw_predict_init", counted)
+    for lo, hi in ((0, len(Z)), (0, 7), (5, len(Z))):
+        raw = boosted_raw(model, Z[lo:hi])
+        assert raw is not None and np.array_equal(raw, expected[lo:hi])
+    assert rows_asked == [1]
+    model.set_params(learning_rate=0.3).fit(X, y[::-1])  # a refit: worked out anew
+    expected = own_raw(model, Z)
+    rows_asked.clear()
+    raw = boosted_raw(model, Z)
+    assert raw is not None and np.array_equal(raw, expected) and rows_asked == [1]
+
+
+def test_an_init_that_differs_from_row_to_row_is_the_library_s() -> None:
+    from sklearn.dummy import DummyClassifier
+
+    X, y = datasets.load_breast_cancer(return_X_y=True)
+    drawn = DummyClassifier(strategy="stratified", random_state=3)
+    model = GradientBoostingClassifier(n_estimators=10, init=drawn, random_state=0).fit(X, y)
+    Z = rows_around(X)
+    raw = boosted_raw(model, Z)
+    assert raw is not None and np.array_equal(raw.ravel(), model.decision_function(Z))
+    # the init draws each row's class: one row repeated would not be these bits
+    assert len(np.unique(model._raw_predict_init(Z.astype(np.float32)))) == 2
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_a_float_matrix_of_finite_rows_skips_the_library_s_check(
+    dtype: type, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A part's rows as the service gives them (a float matrix of the fitted width, a
+    model fitted without column names) are cast and checked finite, the library's check
+    (~0.2 ms of Python a part) left out; the same float32 rows, the same bits."""
+    from ensembles.inference import boosted_sum
+
+    X, y = datasets.load_breast_cancer(return_X_y=True)
+    model = GradientBoostingClassifier(n_estimators=20, random_state=0).fit(X, y)
+    Z: np.ndarray[Any, Any] = rows_around(X).astype(dtype)
+    expected = model.decision_function(Z)
+
+    def refused(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("the library's check")
+
+    monkeypatch.setattr(boosted_sum, "validate_data", refused)
+    for rows, same in ((Z, expected), (np.asfortranarray(Z), expected), (Z[::2], expected[::2])):
+        raw = boosted_raw(model, rows)
+        assert raw is not None and np.array_equal(raw.ravel(), same)
+
+
+def test_rows_the_shortcut_does_not_take_get_the_library_s_error_or_warning() -> None:
+    import pandas as pd
+
+    X, y = datasets.load_breast_cancer(return_X_y=True)
+    model = GradientBoostingClassifier(n_estimators=5, random_state=0).fit(X, y)
+    for bad in (np.where(np.arange(X.size).reshape(X.shape) == 40, np.inf, X), X[:, :29]):
+        with pytest.raises(ValueError) as own:
+            model.decision_function(bad)
+        with pytest.raises(ValueError) as ours:
+            boosted_raw(model, bad)
+        assert str(ours.value) == str(own.value)
+    huge = X * 1e300  # finite float64s, infinite once cast to float32: one warning
+    with pytest.raises(ValueError) as own, pytest.warns(RuntimeWarning) as own_warnings:
+        model.decision_function(huge)
+    with pytest.raises(ValueError) as ours, pytest.warns(RuntimeWarning) as our_warnings:
+        boosted_raw(model, huge)
+    assert str(ours.value) == str(own.value)
+    assert [str(w.message) for w in our_warnings] == [str(w.message) for w in own_warnings]
+    named = pd.DataFrame(X, columns=[f"c{j}" for j in range(X.shape[1])])
+    model.fit(named, y)
+    with pytest.warns(UserWarning, match="feature names") as own_warnings:
+        expected = model.decision_function(X)
+    with pytest.warns(UserWarning, match="feature names") as our_warnings:
+        raw = boosted_raw(model, X)
+    assert [str(w.message) for w in our_warnings] == [str(w.message) for w in own_warnings]
+    assert raw is not None and np.array_equal(raw.ravel(), expected)
