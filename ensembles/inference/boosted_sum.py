@@ -51,6 +51,8 @@ _WALKS: weakref.WeakKeyDictionary[Any, tuple[Any, _Walk]] = weakref.WeakKeyDicti
 _INITS: weakref.WeakKeyDictionary[Any, tuple[Any, FloatArray]] = weakref.WeakKeyDictionary()
 # DummyClassifier's strategies whose probabilities are the same for every row
 _CONSTANT_CLASS_PRIORS = frozenset({"prior", "most_frequent", "constant"})
+# the row dtypes cast here without the library's check (see _rows)
+_FLOATS = (np.dtype(np.float64), np.dtype(np.float32))
 
 
 def boosted_raw(estimator: Any, Xt: NDArray[Any]) -> FloatArray | None:
@@ -95,9 +97,6 @@ def _rows(estimator: Any, Xt: Any) -> NDArray[np.float32]:
         estimator, Xt, dtype=np.float32, order="C", accept_sparse="csr", reset=False
     )
     return checked
-
-
-_FLOATS = (np.dtype(np.float64), np.dtype(np.float32))
 
 
 def _init_raw(estimator: Any, X: NDArray[Any]) -> FloatArray:
