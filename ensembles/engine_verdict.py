@@ -25,6 +25,11 @@ CPU for that forest) until ``train()`` begins the summary (:meth:`EngineVerdict.
 ``train()``'s ``on_explaining``): GTIL then takes the core the summary leaves.  Other models
 (the boosting libraries explain with their own threaded code) check at once, as before.
 
+A LightGBM fit keeps its answers on its training rows (read and checked while the check
+imports the model): :meth:`EngineVerdict.answered` (``train()``'s ``on_answers``) hands
+them to the check, whose LightGBM side then asks the library for the probe rows only
+(:mod:`ensembles.inference.fitted_rows`: the same numbers on the same rows).
+
 The verdict is the one the job made in turn (the same compiled engine, the same check on
 the same rows in the same order, the same decision); only its seconds differ.  LightGBM's
 predictions on one booster must not run beside each other (:func:`_with_own_lightgbm`):
@@ -45,7 +50,9 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+import numpy as np
 import pandas as pd
+from numpy.typing import NDArray
 from sklearn.base import BaseEstimator
 from sklearn.pipeline import Pipeline
 
@@ -67,8 +74,9 @@ MAX_DEPTH = 16  # object levels searched for a LightGBM member (specs nest a few
 class EngineVerdict:
     """One job's verdict: :meth:`start` (``train()``'s ``on_fitted``) checks on a thread,
     :meth:`explaining` (``train()``'s ``on_explaining``) lets a check that waits for the
-    explanation summary go on, :meth:`result` calibrates and gives the version's
-    ``inference`` metadata.
+    explanation summary go on, :meth:`answered` (``train()``'s ``on_answers``) gives it
+    the fit's own answers on the training rows, :meth:`result` calibrates and gives the
+    version's ``inference`` metadata.
 
     ``on_checked`` (tests): called on the check's thread once it is done."""
 
@@ -88,6 +96,7 @@ class EngineVerdict:
         self._X_train: pd.DataFrame | None = None
         self._checked: tuple[Compiled | None, FidelityReport] | None = None
         self._error: BaseException | None = None
+        self._answers: NDArray[np.float64] | None = None
 
     def start(self, pipeline: Pipeline, X_train: pd.DataFrame) -> Callable[[], None]:
         """Compile and check ``pipeline`` on a thread; answers the wait for it (a
@@ -111,6 +120,7 @@ class EngineVerdict:
                 calibrate=False,
                 threads=self.threads,
                 before_compiled=self._until_explaining if holds_the_gil(pipeline) else None,
+                known=self._known,
             )
             if isinstance(compiled, CompiledModel) and checked is not pipeline:
                 compiled = replace(compiled, pipeline=pipeline)  # calibrated as served
@@ -121,6 +131,14 @@ class EngineVerdict:
             self._done.set()
             if self.on_checked is not None:
                 self.on_checked()
+
+    def answered(self, train: NDArray[np.float64] | None) -> None:
+        """The fit's own answers on its training rows (``FitAnswers.train``), or None."""
+        self._answers = train
+
+    def _known(self) -> NDArray[np.float64] | None:
+        """The fit's answers if they were handed over by now (the check never waits)."""
+        return self._answers
 
     def explaining(self) -> None:
         """The explanation summary begins (or will not run): GTIL may answer the check."""

@@ -93,6 +93,7 @@ def train_and_publish(
         pool=pool,
         on_fitted=verdict.start,
         on_explaining=verdict.explaining,
+        on_answers=verdict.answered,
     )
     if cancel.is_set():
         raise TrainingCancelledError("training was cancelled")

@@ -87,6 +87,10 @@ OnFitted = Callable[[Pipeline, pd.DataFrame], Callable[[], None]]
 # train() gives up): work beside the measuring may hold what is best run beside the
 # summary until then (the engine verdict's GTIL answers, beside shap's TreeSHAP).
 OnExplaining = Callable[[], None]
+# Called once the fit has returned with the answers it kept on the training rows
+# (``FitAnswers.train``: a boosting library's ``predict_proba`` or ``predict`` on them, in
+# their order), or None: the engine check need not ask the library for them again.
+OnAnswers = Callable[[NDArray[np.float64] | None], None]
 
 
 @dataclass
@@ -115,11 +119,12 @@ def train(
     pool: MemberPool | None = None,
     on_fitted: OnFitted | None = None,
     on_explaining: OnExplaining | None = None,
+    on_answers: OnAnswers | None = None,
 ) -> FittedModel:
     """Split, fit, measure.  ``spec`` must come from ``validation.resolve_ensemble``;
     members are fitted on ``pool`` (default: a thread per CPU of this process);
     ``on_fitted``: work beside the measuring (see :data:`OnFitted`); ``on_explaining``:
-    see :data:`OnExplaining`."""
+    see :data:`OnExplaining`; ``on_answers``: see :data:`OnAnswers`."""
     run = Run(on_progress, cancel, pool or MemberPool.local())
     started = time.perf_counter()
     notes: list[str] = []
@@ -139,6 +144,9 @@ def train(
         if early:
             explaining()  # started, and nothing waits for a summary that will not run
         raise
+    if on_answers is not None:
+        kept = None if fit.rounds is None else fit.rounds.answers
+        on_answers(None if kept is None else kept.train)
     beside = early[0] if early else None
     if beside is None and on_fitted is not None:
         beside = on_fitted(fit.pipeline, rows.X_train)

@@ -38,6 +38,7 @@ from ensembles.inference.compiled import CompiledModel, restore_model
 from ensembles.inference.composite import CompiledComposite
 from ensembles.inference.engines import SKLEARN, Answer, SklearnEngine
 from ensembles.inference.fidelity import FidelityReport, compare, probe_rows, synthetic_rows
+from ensembles.inference.fitted_rows import FittedRows, KnownAnswers, own_answers
 from ensembles.inference.gtil import ENGINE, IMPORT_ERRORS, import_model, plan_for
 from ensembles.leaf_order import LeafOrder, first_tree, leaf_order
 from ensembles.tasks import Task
@@ -63,11 +64,18 @@ _CALIBRATION_COMPILED = 256  # and of the compiled engine's (see _calibrate)
 MAX_CHECK_ROWS = 10_000
 
 
+def _check_positions(n: int, rng: np.random.Generator) -> NDArray[np.intp] | None:
+    """The positions of at most MAX_CHECK_ROWS of ``n`` training rows, in their order
+    (None: all of them)."""
+    if n <= MAX_CHECK_ROWS:
+        return None
+    return np.sort(rng.choice(n, MAX_CHECK_ROWS, replace=False))
+
+
 def _check_sample(X: pd.DataFrame, rng: np.random.Generator) -> pd.DataFrame:
     """At most MAX_CHECK_ROWS of the training rows, in their order."""
-    if len(X) <= MAX_CHECK_ROWS:
-        return X
-    return X.iloc[np.sort(rng.choice(len(X), MAX_CHECK_ROWS, replace=False))]
+    positions = _check_positions(len(X), rng)
+    return X if positions is None else X.iloc[positions]
 
 
 _CALIBRATION_MAX_ROWS = 4096  # the largest crossover a calibration reports
@@ -120,6 +128,7 @@ def compile_model(
     calibrate: bool = True,
     threads: int = 1,
     before_compiled: Callable[[], None] | None = None,
+    known: KnownAnswers | None = None,
 ) -> tuple[Compiled | None, FidelityReport]:
     """Compile the ensemble step and check it against scikit-learn on ``X_check`` + probes.
 
@@ -132,6 +141,10 @@ def compile_model(
     model, scikit-learn's side already under way (a job holds GTIL there until it has
     cores to spare: :mod:`ensembles.engine_verdict`); the time it takes is not counted
     in ``check_seconds``.
+    ``known``: the fit's own answers on the rows of ``X_check`` (all of them, in their
+    order), when it kept them: the estimator's side of the check takes them for the
+    sampled training rows instead of asking the library again
+    (:mod:`ensembles.inference.fitted_rows`; the same numbers, the same report).
     """
     started = time.perf_counter()
     estimator = pipeline[-1]
@@ -149,12 +162,23 @@ def compile_model(
         ENGINE, task, type(estimator).__name__, DEFAULT_MAX_ROWS, pipeline, model, plan
     )
     rng = np.random.default_rng(rng_seed)
-    Xt = np.asarray(pipeline[:-1].transform(_check_sample(X_check, rng)), dtype=np.float64)
+    positions = _check_positions(len(X_check), rng)
+    sample = X_check if positions is None else X_check.iloc[positions]
+    Xt = np.asarray(pipeline[:-1].transform(sample), dtype=np.float64)
     if Xt.shape[0] == 0:
         return None, _refused("no rows to check the compiled model on", started, compile_seconds)
     rows = np.vstack([Xt, probe_rows(estimator, Xt, rng=rng, missing=plan.routes_missing)])
+    fitted = None if known is None else FittedRows(len(Xt), positions, len(X_check), known)
     return _checked(
-        compiled, rows, X_check, calibrate, started, compile_seconds, threads, before_compiled
+        compiled,
+        rows,
+        X_check,
+        calibrate,
+        started,
+        compile_seconds,
+        threads,
+        before_compiled,
+        fitted,
     )
 
 
@@ -207,9 +231,11 @@ def _checked(
     compile_seconds: float,
     threads: int = 1,
     before_compiled: Callable[[], None] | None = None,
+    fitted: FittedRows | None = None,
 ) -> tuple[Compiled | None, FidelityReport]:
     """The compiled model if it answers as scikit-learn on ``rows``, calibrated; the report
-    (``before_compiled``: see :func:`compile_model`; its time is taken off the check's)."""
+    (``before_compiled``: see :func:`compile_model`; its time is taken off the check's;
+    ``fitted``: the training rows among ``rows`` and the fit's own answers on them)."""
     members = compiled.members if isinstance(compiled, CompiledComposite) else ()
     checking = (
         replace(compiled, threads=threads) if isinstance(compiled, CompiledModel) else compiled
@@ -222,7 +248,7 @@ def _checked(
             before_compiled()
             waited[0] += time.perf_counter() - held_at
 
-    reason, max_diff = _check(checking, rows, hold)
+    reason, max_diff = _check(checking, rows, hold, fitted)
     started += waited[0]  # the hold is neither compiling nor checking
     if reason is not None:
         return None, _refused(reason, started, compile_seconds, max_diff, len(rows), members)
@@ -293,7 +319,10 @@ def rebuild(
 
 
 def _check(
-    compiled: Compiled, rows: FloatArray, before_compiled: Callable[[], None] | None = None
+    compiled: Compiled,
+    rows: FloatArray,
+    before_compiled: Callable[[], None] | None = None,
+    fitted: FittedRows | None = None,
 ) -> tuple[str | None, float]:
     """Compare the compiled answers with the estimator's own on ``rows``.
 
@@ -301,7 +330,9 @@ def _check(
     compiled engine answers (both release the GIL in native code: GTIL's threads and,
     say, LightGBM's single predict thread share the job's cores); its failure counts
     only once the compiled side has answered, as when they ran one after the other.
-    ``before_compiled`` is called once scikit-learn's side is under way, before GTIL.  A
+    ``before_compiled`` is called once scikit-learn's side is under way, before GTIL;
+    ``fitted``: that side's answers on the training rows among ``rows`` may be the fit's
+    own (:mod:`ensembles.inference.fitted_rows`; rows in their own order only).  A
     composite's check runs them in turn (whether scikit-learn is asked for probabilities
     follows from the compiled answer: hard voting has none).
     """
@@ -312,9 +343,18 @@ def _check(
     # put back in the rows' order before they are compared: the same report.
     order = leaf_order(first_tree(compiled.estimator), rows)
     asked = rows if order is None else order.rows(rows)
+    known = fitted if order is None else None
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="own-answers") as side:
         # A compiled tree model always gives probabilities for a classifier.
-        own = side.submit(_own, compiled, asked, compiled.task == "classification")
+        with_proba = compiled.task == "classification"
+        own = side.submit(
+            own_answers,
+            compiled.estimator,
+            compiled.task,
+            asked,
+            known,
+            lambda part: _own(compiled, part, with_proba),
+        )
         if before_compiled is not None:
             before_compiled()
         return _compared(compiled, asked, lambda _with_proba: own.result(), order)
