@@ -117,6 +117,10 @@ def _score_each(fit: Fit, rows: Rows, random_state: int, notes: list[str]) -> Sc
         shared = _shared_pass(fit, rows)
     final = None if shared is None else shared.final
     holdout: metrics.Scores | None = None
+    # The curve's rows' class codes, made once for their scores and the curve.
+    same = _same_classes(fit.ensemble, classes)
+    truth = _class_codes(fit.ensemble, yb, task) if same or fit.kind.curve == "stages" else None
+    shared_truth = truth if same else None
     with scikit_learn_errors("score this model on its training rows", spec, task, ("ensemble",)):
         on_train = _evaluate(
             pipeline,
@@ -125,10 +129,13 @@ def _score_each(fit: Fit, rows: Rows, random_state: int, notes: list[str]) -> Sc
             task,
             classes,
             None if shared is None else shared.train_final,
+            None if held else shared_truth,
         )
     if rows.X_hold is not None and rows.y_hold is not None:
         with scikit_learn_errors("score this model on the hold-out rows", spec, task, HOLDOUT):
-            holdout = _evaluate(pipeline, rows.X_hold, rows.y_hold, task, classes, final)
+            holdout = _evaluate(
+                pipeline, rows.X_hold, rows.y_hold, task, classes, final, shared_truth
+            )
     else:
         notes.append("no hold-out set (holdout_fraction = 0)")
     kind, ensemble = fit.kind, fit.ensemble
@@ -142,7 +149,7 @@ def _score_each(fit: Fit, rows: Rows, random_state: int, notes: list[str]) -> Sc
             notes.append(member_note)
         staged = None if shared is None else shared.staged
         codes = None if shared is None else shared.staged_codes
-        curve = _curve(kind, ensemble, oob_curve, Xbt, yb, task, basis, notes, staged, codes)
+        curve = _curve(kind, ensemble, oob_curve, Xbt, yb, task, basis, notes, staged, codes, truth)
         extra: dict[str, Any] = {}
         if task == "regression":
             predicted = np.asarray(pipeline.predict(Xb)) if final is None else final
@@ -150,6 +157,21 @@ def _score_each(fit: Fit, rows: Rows, random_state: int, notes: list[str]) -> Sc
                 yb, predicted, basis, random_state
             )
     return Scores(on_train, holdout, oob, members, curve, extra, Xbt)
+
+
+def _class_codes(ensemble: BaseEstimator, y: NDArray[Any], task: Task) -> NDArray[np.intp] | None:
+    """``metrics.class_codes(y, classes_)`` for a classifier (None otherwise): what the
+    staged curve counts its hits on, and the scores of the same rows too when their
+    classes are the same (``_same_classes``): hashing 200,000 string labels costs ~0.03 s
+    of CPU each time, on the job's critical path after the fit."""
+    classes = getattr(ensemble, "classes_", None) if task == "classification" else None
+    return None if classes is None else metrics.class_codes(y, list(classes))
+
+
+def _same_classes(ensemble: BaseEstimator, classes: list[Any]) -> bool:
+    """Are the scores' classes the ensemble's ``classes_``, in their order?"""
+    own = getattr(ensemble, "classes_", None)
+    return own is not None and len(own) == len(classes) and list(own) == list(classes)
 
 
 @dataclass(frozen=True)
@@ -417,9 +439,11 @@ def _evaluate(
     task: Task,
     classes: list[Any],
     final: NDArray[np.float64] | None = None,
+    truth: NDArray[np.intp] | None = None,
 ) -> metrics.Scores:
     """The metric set of ``pipeline`` on these rows; ``final``: its ``predict_proba``
-    (classifier) or ``predict`` (regressor) on them, already answered (_shared_pass)."""
+    (classifier) or ``predict`` (regressor) on them, already answered (_shared_pass);
+    ``truth``: ``metrics.class_codes(y, classes)``, already made."""
     ensemble = pipeline[-1]
     if final is not None:
         if task != "classification":
@@ -428,7 +452,9 @@ def _evaluate(
         pred = ensemble.classes_.take(index, axis=0)
         # ``classes`` are ``classes_`` (unique): a label's code is its index, not hashed.
         codes = index if list(ensemble.classes_) == list(classes) else None
-        return metrics.score(task, y, np.asarray(pred), final, classes, predicted_codes=codes)
+        return metrics.score(
+            task, y, np.asarray(pred), final, classes, predicted_codes=codes, true_codes=truth
+        )
     proba = (
         pipeline.predict_proba(X)
         if task == "classification" and hasattr(pipeline, "predict_proba")
@@ -441,7 +467,7 @@ def _evaluate(
         pred = ensemble.classes_.take(np.argmax(proba, axis=1), axis=0)
     else:
         pred = pipeline.predict(X)
-    return metrics.score(task, y, np.asarray(pred), proba, classes)
+    return metrics.score(task, y, np.asarray(pred), proba, classes, true_codes=truth)
 
 
 def _curve(
@@ -455,16 +481,17 @@ def _curve(
     notes: list[str],
     staged: Sequence[Any] | None = None,
     staged_codes: list[NDArray[Any]] | None = None,
+    truth: NDArray[np.intp] | None = None,
 ) -> dict[str, Any] | None:
     """OOB curve for the bagging family, forests and pasting_votes, staged scores for
     boosting (an own algorithm's other curves are in ``metrics.curves``; ``staged``: the
     staged answers at the checkpoints, already answered; ``staged_codes``: their class
-    codes, when known)."""
+    codes, when known; ``truth``: ``yb``'s class codes, when made)."""
     metric = metrics.primary_metric(task)
     if kind.curve == "oob" and oob_curve:
         return {"basis": "oob", "metric": metric, "points": oob_curve}
     points = (
-        metrics.staged_curve(ensemble, Xbt, yb, task, kind.stages, staged, staged_codes)
+        metrics.staged_curve(ensemble, Xbt, yb, task, kind.stages, staged, staged_codes, truth)
         if kind.curve == "stages"
         else []
     )

@@ -59,9 +59,11 @@ def score(
     classes: Sequence[Any] | None = None,
     *,
     predicted_codes: NDArray[np.intp] | None = None,
+    true_codes: NDArray[np.intp] | None = None,
 ) -> Scores:
     """The API's metric set for one set of rows (``predicted_codes``: ``y_pred``'s class
-    codes, when known: each label's position in ``classes``)."""
+    codes, when known: each label's position in ``classes``; ``true_codes``: ``y_true``'s,
+    :func:`class_codes` of them, when already made)."""
     if task == "regression":
         return {
             "r2": _num(skm.r2_score(y_true, y_pred)) if len(y_true) > 1 else None,
@@ -73,7 +75,7 @@ def score(
     # Integer codes, once: scikit-learn's metrics on object labels sort them again in each
     # call (np.unique), which cost seconds per score on 50,000 string labels. The figures
     # are the same: a label outside ``labels`` becomes -1, matching no class.
-    t = class_codes(y_true, labels)
+    t = class_codes(y_true, labels) if true_codes is None else true_codes
     p = class_codes(y_pred, labels) if predicted_codes is None else predicted_codes
     # Codes of one byte where the classes allow: scikit-learn's metrics find the values
     # of both arrays (np.unique) about 40 times per score, 4.4 ms each on 200,000 codes
@@ -345,6 +347,7 @@ def staged_curve(
     stages: Stages | None = None,
     staged: Sequence[Any] | None = None,
     staged_codes: list[NDArray[Any]] | None = None,
+    true_codes: NDArray[np.intp] | None = None,
 ) -> list[dict[str, Any]]:
     """Score after each boosting stage (sampled to at most MAX_CURVE_POINTS points); a
     library's model through its own staged prediction (``stages``), at the checkpoints
@@ -352,7 +355,8 @@ def staged_curve(
     ``staged_codes``: their labels' positions in ``classes_``, when known: a label is its
     class exactly when its code is the class's, so the hits are counted on the codes, with
     no comparison of label objects, 0.57 s of CPU for 50 points on 200,000 rows, and
-    ``staged``'s labels are never asked for: made from codes, they cost 0.12-0.15 s)."""
+    ``staged``'s labels are never asked for: made from codes, they cost 0.12-0.15 s;
+    ``true_codes``: ``class_codes(y, classes_)``, when the scores already made them)."""
     if stages is not None:
         marks = checkpoints(stages.count(ensemble))
         answers: Sequence[Any] = stages.predict(ensemble, Xt, marks) if staged is None else staged
@@ -369,7 +373,9 @@ def staged_curve(
     # Class codes once: scikit-learn's accuracy_score sorts the labels at every call (30 s
     # of a 500-round LightGBM's 50 points on 200,000 string labels); the same fraction.
     classes = getattr(ensemble, "classes_", None) if task == "classification" else None
-    truth = None if classes is None else class_codes(y, list(classes))
+    truth = None
+    if classes is not None:
+        truth = class_codes(y, list(classes)) if true_codes is None else true_codes
     codes = staged_codes if staged is not None and staged_codes is not None else None
 
     def predicted(at: int) -> Any:
