@@ -54,6 +54,7 @@ def main() -> None:
     parser.add_argument("--focus", action="append", default=[], help="a function's callees")
     parser.add_argument("--keep", help="report this py-spy output again, no run")
     parser.add_argument("--cpu-us", type=float, default=100.0, help="--keep: its CPU/request")
+    parser.add_argument("--env", action="append", default=[], help="KEY=VALUE for the server")
     args = parser.parse_args()
     import numpy as np
     import service_bench as sb
@@ -74,7 +75,8 @@ def main() -> None:
     if args.keep:  # a recording again, no run: its CPU per request as printed then
         _report(Path(args.keep), 1, 1e-6 * args.cpu_us, args.top, args.focus)
         return
-    with server(tree, data / "data", None, {}) as (base, pid):
+    extra = dict(item.split("=", 1) for item in args.env)
+    with server(tree, data / "data", None, extra) as (base, pid):
         load.run(base + path, chosen.bodies, args.clients, 2, chosen.content_type)
         out = Path(tempfile.mkstemp(prefix="account-", suffix=".txt")[1])
         recorder = None
