@@ -34,7 +34,7 @@ from numpy.typing import NDArray
 from sklearn.pipeline import Pipeline
 
 from ensembles.inference import composite
-from ensembles.inference.compiled import CompiledModel, restore_model
+from ensembles.inference.compiled import CompiledModel, restore_model, with_single_row
 from ensembles.inference.composite import CompiledComposite
 from ensembles.inference.engines import SKLEARN, Answer, SklearnEngine
 from ensembles.inference.fidelity import FidelityReport, compare, probe_rows, synthetic_rows
@@ -282,6 +282,8 @@ def rebuild(
     reason, max_diff = _check(compiled, rows)
     if reason is not None:
         return None, _refused(reason, started, compile_seconds, max_diff, len(rows))
+    if isinstance(compiled, CompiledModel):  # one row by LightGBM's own, if the same bits
+        compiled = with_single_row(compiled, rows)
     return compiled, replace(
         report,
         max_abs_diff=max_diff,
