@@ -5,16 +5,19 @@ of a 100-round LightGBM model (14-22 us, most of it GTIL's fixed cost per call) 
 largest part of its answer; LightGBM's C API keeps a predictor for single rows
 (``LGBM_BoosterPredictForMatSingleRowFastInit`` / ``...SingleRowFast``) whose call with
 its ctypes wrapping costs about 4.5 us (issue 22: LightGBM's one-row p50 was no better
-than the 100-tree forest's).  Figures: docs/performance.md.
+than the 100-tree forest's; the one-row answer 39 -> 16 us in process).
 
-Exactness: the predictor gives raw scores (``C_API_PREDICT_RAW_SCORE``) of the rows the
-engine prepared for GTIL (the same cast row), and the engine applies its own link and
-label rule to them as to GTIL's, so only the raw scores could differ.  Both walk the same
-float64 trees and add their leaves in tree order in float64 (LightGBM's ``PredictRaw``,
-GTIL's margin), but that is an argument, not a proof: a predictor is kept only if its
-scores are the same bits as GTIL's on every row of the engine's check at load time
-(:func:`row_predictor`), else GTIL answers every request as before.  A batch of rows
-and the same rows one by one therefore get the same answers (the batcher's contract).
+Exactness: the predictor gives raw scores (``C_API_PREDICT_RAW_SCORE``), and the engine
+applies its own link and label rule to them as to GTIL's, so only the raw scores could
+differ.  It reads the row as it comes: the engine casts rows for GTIL only to make GTIL
+read them by LightGBM's rules (``|x| <= 1e-35f`` is 0, a categorical value in (-1, 0) is
+category 0), which LightGBM's predictor applies itself.  Both walk the same float64 trees
+and add their leaves in tree order in float64 (LightGBM's ``PredictRaw``, GTIL's margin),
+but that is an argument, not a proof: a predictor is kept only if its scores of every
+row of the engine's check at load time, and of copies of some with the cells the cast
+changes (:func:`input_edges`), are the bits of GTIL's scores of the cast rows
+(:func:`row_predictor`); else GTIL answers every request as before.  A batch of rows and
+the same rows one by one therefore get the same answers (the batcher's contract).
 
 The predictor is LightGBM's own, on a booster of its own loaded from the estimator's
 model text (the text treelite imports): LightGBM's predictors read the iteration range
@@ -45,10 +48,6 @@ FloatArray = NDArray[np.float64]
 
 _RAW_SCORE = 1  # C_API_PREDICT_RAW_SCORE
 _FLOAT64 = 1  # C_API_DTYPE_FLOAT64
-# The predictor's parameters: none.  Its init sets LightGBM's default thread count from
-# them, as every LightGBM call does from its own (nothing: LightGBM's own default); a
-# single row is predicted on the calling thread whatever the count.
-_PARAMETERS = b""
 
 
 class _Library:
@@ -86,6 +85,19 @@ class _Library:
         self.free_booster.argtypes = [ctypes.c_void_p]
         for function in (self.load, self.init, self.predict, self.free_config, self.free_booster):
             function.restype = ctypes.c_int
+        try:  # the thread count LightGBM's calls use when theirs is not given
+            self.default_threads: Any = ctypes.c_int.in_dll(library, "LGBM_DEFAULT_NUM_THREADS")
+        except ValueError:  # a LightGBM without it (before 4.0)
+            self.default_threads = None
+
+    def parameters(self) -> bytes:
+        """The predictor's parameters: its init sets LightGBM's process-wide default
+        thread count from their ``num_threads`` (``OMP_SET_NUM_THREADS``), as every
+        LightGBM call does from its own, so they say the count set now and loading a
+        model leaves it as it was (a single row is predicted on the calling thread
+        whatever the count)."""
+        threads = 0 if self.default_threads is None else int(self.default_threads.value)
+        return f"num_threads={threads}".encode() if threads > 0 else b""
 
 
 @functools.cache
@@ -124,8 +136,8 @@ class LightGBMRow:
 
     def scores(self, X: FloatArray) -> FloatArray | None:
         """The raw scores of ``X``, one writable C-contiguous float64 row of the model's
-        width (as the engine prepares it), as a (1, columns) array; None: not such a row
-        (the predictor reads the model's width from its address), or LightGBM refused."""
+        width, as a (1, columns) array; None: not such a row (the predictor reads the
+        model's width from its address), or LightGBM refused."""
         if X.size != self._n_features or X.dtype != np.float64:
             return None
         try:  # a ctypes view of the buffer: a third of numpy's ``X.ctypes.data``
@@ -158,8 +170,8 @@ def row_predictor(
     library: _Library | None = None,
 ) -> LightGBMRow | None:
     """LightGBM's single-row predictor for a fitted LightGBM estimator, if its raw scores of
-    every row of ``rows`` (as the engine gives them to GTIL) are the bits of ``expected``
-    (GTIL's raw scores of them); else None, and GTIL answers one row as it does more."""
+    every row of ``rows`` (the preprocessed rows, uncast) are the bits of ``expected``
+    (GTIL's raw scores of them cast); else None, and GTIL answers one row as it does more."""
     library = _opened() if library is None else library
     booster = getattr(estimator, "booster_", None)
     if library is None or booster is None or rows.ndim != 2 or rows.shape[1] != n_features:
@@ -176,8 +188,9 @@ def _made(library: _Library, text: str, n_features: int, n_columns: int) -> Ligh
     if library.load(text.encode(), ctypes.byref(iterations), ctypes.byref(booster)) != 0:
         return None
     config = ctypes.c_void_p()
+    parameters = library.parameters()
     status = library.init(
-        booster, _RAW_SCORE, 0, -1, _FLOAT64, n_features, _PARAMETERS, ctypes.byref(config)
+        booster, _RAW_SCORE, 0, -1, _FLOAT64, n_features, parameters, ctypes.byref(config)
     )
     if status != 0:
         library.free_booster(booster)

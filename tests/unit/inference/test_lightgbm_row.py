@@ -227,6 +227,7 @@ class _Counting:
     def __init__(self, real: Any) -> None:
         self.real = real
         self.load, self.init, self.predict = real.load, real.init, real.predict
+        self.parameters = real.parameters
         self.freed: list[str] = []
 
     def free_config(self, handle: Any) -> int:
@@ -264,3 +265,20 @@ def test_the_service_s_lightgbm_version_answers_one_row_by_lightgbm() -> None:
     """As ``prepare`` loads a trained version (the batching tests' model)."""
     engine = servable("lightgbm").engine_for(1)
     assert isinstance(engine, CompiledModel) and engine.single_row is not None
+
+
+@pytest.mark.parametrize("threads", [3, 0])
+def test_loading_leaves_lightgbm_s_default_thread_count_as_it_was(threads: int) -> None:
+    """The predictor's init sets LightGBM's process-wide default thread count from its
+    parameters (as every LightGBM call does from its own): it is given the count set."""
+    engine, rows = served_case("lightgbm-binary")
+    engine.estimator.predict(rows[:2], num_threads=threads)  # sets it (0: LightGBM's own)
+    library = lightgbm_row._opened()
+    assert library is not None and library.default_threads is not None
+    before = library.default_threads.value
+    assert before == (threads if threads > 0 else -1)
+    cast = engine._input(rows)
+    assert cast is not None
+    found = row_predictor(engine.estimator, engine._n_features, rows, engine._scores(cast))
+    assert found is not None
+    assert library.default_threads.value == before
