@@ -6,11 +6,13 @@ breast_cancer, trained by the library as the service trains them, their compiled
 made as a new version's is) it times on the same one-row JSON body: the body parsed
 (``parse``), its row checked (``check``), the servable's prediction (``predict``), and
 inside it the preprocessing (``transform``) and the engine's answer (``answer``); for a
-compiled engine, the answer's own stages too: the row as the engine reads it
-(``input``), the trees' scores (``scores``), the link (``link``) and the label rule
-(``decide``).  Calls of every model and stage alternate, so a busy machine slows them
-alike; each figure is the ``--quantile`` (default 20th percentile) of ``--repeats``
-calls in microseconds of wall time (one thread: wall is CPU unless the host preempts).
+compiled engine, the answer's own stages too: the row as GTIL reads it (``input``),
+GTIL's scores of it (``scores``), the trees' scores as the answer gets them, input
+included (``margins``: GTIL's, or LightGBM's own single-row predictor where it serves),
+the link (``link``) and the label rule (``decide``).  Calls of every model and stage
+alternate, so a busy machine slows them alike; each figure is the ``--quantile`` (default
+20th percentile) of ``--repeats`` calls in microseconds of wall time (one thread: wall is
+CPU unless the host preempts).
 
     PYTHONPATH=. .venv/bin/python benchmarks/one_row_stages.py [--repeats 3000]
 """
@@ -81,6 +83,7 @@ def stages(name: str) -> dict[str, Callable[[], Any]]:
         calls |= {
             "input": lambda: engine._input(Xt),
             "scores": lambda: engine._scores(X),
+            "margins": lambda: engine._margins(Xt),
             "link": lambda: engine._link(scores),
             "decide": lambda: decide(ruled, engine.plan),
         }

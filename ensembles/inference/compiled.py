@@ -25,7 +25,7 @@ importing, links, labels) live in :mod:`ensembles.inference.gtil`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
@@ -39,15 +39,17 @@ from ensembles.inference.gtil import (
     ENGINE,
     Plan,
     cast_rows,
+    compiled_as,
     decide,
     gtil_scores,
     import_model,
     link,
     plan_for,
 )
+from ensembles.inference.lightgbm_row import LightGBMRow, input_edges, row_predictor
 from ensembles.tasks import Task
 
-__all__ = ["CompiledModel", "restore_model"]
+__all__ = ["CompiledModel", "restore_model", "with_single_row"]
 
 FloatArray = NDArray[np.float64]
 
@@ -69,6 +71,9 @@ class CompiledModel:
     # GTIL's threads per call: one when serving (requests run side by side); the check at
     # training may take the job's threads (each row's answer is the same either way).
     threads: int = field(default=1, repr=False)
+    # LightGBM's own single-row predictor, for one-row requests: set at load time only if
+    # its raw scores are GTIL's bits on the check rows (:func:`with_single_row`).
+    single_row: LightGBMRow | None = field(default=None, repr=False)
 
     @cached_property
     def estimator(self) -> BaseEstimator:
@@ -110,10 +115,9 @@ class CompiledModel:
         if self.task != "classification":
             raise ValueError("probabilities apply to classification only")
         estimator = self.estimator
-        X = self._input(Xt)
-        if X is None:  # non-finite after the float32 cast: scikit-learn decides (or refuses)
+        scores = self._margins(Xt)
+        if scores is None:  # non-finite after the float32 cast: scikit-learn decides (or refuses)
             return estimator.predict(Xt), np.asarray(estimator.predict_proba(Xt), np.float64)
-        scores = self._scores(X)
         proba = self._link(scores)
         index, ambiguous = decide(proba if self.plan.decision == "proba" else scores, self.plan)
         labels = np.asarray(estimator.classes_).take(index)
@@ -122,19 +126,40 @@ class CompiledModel:
         return labels, proba
 
     def _values(self, Xt: ArrayLike) -> FloatArray:
-        X = self._input(Xt)
-        if X is None:
+        scores = self._margins(Xt)
+        if scores is None:
             return np.asarray(self.estimator.predict(Xt), dtype=np.float64)
-        return self._link(self._scores(X))[:, 0]
+        return self._link(scores)[:, 0]
 
-    def _input(self, Xt: ArrayLike) -> FloatArray | None:
-        """The rows the engine must see to compare as scikit-learn does (None: can't)."""
+    def _margins(self, Xt: ArrayLike) -> FloatArray | None:
+        """The trees' scores of the rows (raw margins where the plan applies the link), or
+        None: rows GTIL cannot be given (scikit-learn answers them).
+
+        One row of a model with LightGBM's single-row predictor is LightGBM's to score, as
+        the row comes: the cast before GTIL makes GTIL read ``|x| <= 1e-35f`` as 0 and a
+        categorical value in (-1, 0) as category 0, which LightGBM's predictor does itself
+        (``with_single_row`` checks that on such rows too)."""
+        X = self._rows(Xt)
+        single = self.single_row
+        if single is not None and X.shape[0] == 1:
+            found = single.scores(X)
+            if found is not None:
+                return found
+        cast = cast_rows(X, self.plan)
+        return None if cast is None else self._scores(cast)
+
+    def _rows(self, Xt: ArrayLike) -> FloatArray:
+        """The rows as float64, of the estimator's width (else scikit-learn's error)."""
         X = np.asarray(Xt, dtype=np.float64)
         expected = self._n_features
         if X.ndim != 2 or X.shape[1] != expected:
             shape = X.shape[1] if X.ndim == 2 else X.shape
             raise ValueError(f"X has {shape} features, but {self.kind} expects {expected}")
-        return cast_rows(X, self.plan)
+        return X
+
+    def _input(self, Xt: ArrayLike) -> FloatArray | None:
+        """The rows GTIL must see to compare as scikit-learn does (None: can't)."""
+        return cast_rows(self._rows(Xt), self.plan)
 
     @cached_property
     def _n_features(self) -> int:
@@ -143,10 +168,32 @@ class CompiledModel:
         return int(self.estimator.n_features_in_)
 
     def _scores(self, X: FloatArray) -> FloatArray:
+        """GTIL's scores of rows as :meth:`_input` gives them."""
         return gtil_scores(self.model, X, self.plan, self.threads)
 
     def _link(self, scores: FloatArray) -> FloatArray:
         return link(scores, self.plan)
+
+
+def with_single_row(compiled: CompiledModel, rows: FloatArray) -> CompiledModel:
+    """``compiled`` answering one row by LightGBM's own single-row predictor, if it is a
+    LightGBM model whose predictor, given each row as it comes, gives the raw scores GTIL
+    gives of the row as the engine casts it, bit for bit, on every row of ``rows`` (the
+    check's preprocessed rows) and on copies of some of them with the cells the cast
+    changes; else as it is (:mod:`ensembles.inference.lightgbm_row`)."""
+    plan = compiled.plan
+    if compiled_as(compiled.estimator) != "lightgbm" or not plan.margin or not plan.tiny_as_zero:
+        return compiled
+    X = compiled._rows(rows)
+    if X.shape[0] == 0:
+        return compiled
+    X = np.vstack([X, input_edges(X, plan.truncated)])
+    cast = cast_rows(X, plan)
+    if cast is None:
+        return compiled
+    expected = gtil_scores(compiled.model, cast, plan)
+    found = row_predictor(compiled.estimator, compiled._n_features, X, expected)
+    return compiled if found is None else replace(compiled, single_row=found)
 
 
 def restore_model(pipeline: Pipeline, task: Task, max_rows: int) -> CompiledModel:

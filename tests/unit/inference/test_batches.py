@@ -78,6 +78,12 @@ KINDS: dict[str, tuple[str, dict[str, Any], list[PredictOptions]]] = {
         {"kind": "random_forest", "params": {"n_estimators": 10}},
         [PredictOptions(), PredictOptions(return_std=True)],
     ),
+    # One row by LightGBM's own predictor, more by GTIL (ensembles.inference.lightgbm_row).
+    "lightgbm": (
+        "breast_cancer",
+        {"kind": "lightgbm", "params": {"n_estimators": 20}},
+        [PredictOptions(), PredictOptions(return_proba=True)],
+    ),
 }
 
 
@@ -160,7 +166,7 @@ def test_batched_answers_equal_unbatched_ones(kind: str, requests: list[Any]) ->
             assert options.voting or options.return_std or kind not in JOINED
 
 
-JOINED = ("forest", "boosting", "regressor")  # compiled tree ensembles
+JOINED = ("forest", "boosting", "regressor", "lightgbm")  # compiled tree ensembles
 
 
 @pytest.mark.parametrize("kind", sorted(KINDS))
