@@ -200,9 +200,10 @@ def _made(library: _Library, text: str, n_features: int, n_columns: int) -> Ligh
 
 def input_edges(X: FloatArray, categorical: tuple[int, ...]) -> FloatArray:
     """Copies of X's first rows with the cells LightGBM reads by its own rules: values at
-    and around its zero threshold (``|x| <= 1e-35f`` is 0, the next float above is not)
-    and -0.0 in every column in turn, and -0.5 in the ``categorical`` columns (category
-    0).  The engine casts these for GTIL, LightGBM's predictor reads them as they are."""
+    and around its zero threshold (``|x| <= 1e-35f`` is 0, the next float above is not),
+    -0.0 and NaN (a missing cell) in every column in turn, and -0.5 in the
+    ``categorical`` columns (category 0).  The engine casts these for GTIL, LightGBM's
+    predictor reads them as they are."""
     base = np.asarray(X[:_EDGE_ROWS], dtype=np.float64)
     n, m = base.shape
     cycle = np.asarray(_EDGE_VALUES)[(np.arange(n)[:, None] + np.arange(m)) % len(_EDGE_VALUES)]
@@ -216,7 +217,13 @@ def input_edges(X: FloatArray, categorical: tuple[int, ...]) -> FloatArray:
 
 _EDGE_ROWS = 32
 _ABOVE_ZERO = float(np.nextafter(LIGHTGBM_ZERO, 1.0))
-_EDGE_VALUES = (1e-36, -1e-36, LIGHTGBM_ZERO, -LIGHTGBM_ZERO, _ABOVE_ZERO, -0.0, 5e-324)
+# NaN too: a missing cell is routed by each reader's own rule (LightGBM's missing type,
+# treelite's import of it), so a model whose two readers route it apart keeps GTIL.  An
+# odd count: input_edges puts them on every other cell, cycling, and an even count
+# would leave half of them out.
+_EDGE_VALUES = (
+    1e-36, -1e-36, LIGHTGBM_ZERO, -LIGHTGBM_ZERO, _ABOVE_ZERO, -0.0, 5e-324, -5e-324, np.nan
+)  # fmt: skip
 
 
 def _same_bits(
