@@ -4,6 +4,8 @@ by asking it for every row, and the kept answers are what the compiled engine is
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -40,6 +42,29 @@ def _asked(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return counts
 
 
+def _handed_over_first(
+    monkeypatch: pytest.MonkeyPatch, hand_over: Callable[[NDArray[np.float64] | None], None]
+) -> Callable[[NDArray[np.float64] | None], None]:
+    """``train()``'s ``on_answers``: ``hand_over`` the fit's answers, the check's library
+    calls held until then.  The check never waits for them (it asks the library when
+    they are not there once the probe rows are answered), so on a loaded host the fit's
+    end could come after its probe rows; held, the tests see the handed-over case."""
+    handed = threading.Event()
+    own = compiling._own
+
+    def after_hand_over(compiled: Any, rows: NDArray[Any], with_proba: bool) -> Answer:
+        handed.wait(timeout=120)
+        return own(compiled, rows, with_proba)
+
+    monkeypatch.setattr(compiling, "_own", after_hand_over)
+
+    def on_answers(train: NDArray[np.float64] | None) -> None:
+        hand_over(train)
+        handed.set()
+
+    return on_answers
+
+
 def _train_beside(dataset: str, verdict: EngineVerdict, **kw: Any) -> FittedModel:
     data = training_data(dataset)
     spec = resolve_ensemble(
@@ -57,7 +82,8 @@ def test_the_check_asks_the_library_for_the_probe_rows_only(
         monkeypatch.setattr(compiling, "MAX_CHECK_ROWS", 40)
     asked = _asked(monkeypatch)
     verdict = EngineVerdict(task, RS, 2)
-    fitted = _train_beside(dataset, verdict, on_answers=verdict.answered)
+    on_answers = _handed_over_first(monkeypatch, verdict.answered)
+    fitted = _train_beside(dataset, verdict, on_answers=on_answers)
     beside = verdict.result()
     training_rows = min(len(fitted.train_rows), compiling.MAX_CHECK_ROWS)
     assert asked == [beside["n_rows_checked"] - training_rows]
@@ -70,7 +96,9 @@ def test_the_check_asks_the_library_for_the_probe_rows_only(
     }
 
 
-def test_the_compiled_engine_is_held_to_the_kept_answers() -> None:
+def test_the_compiled_engine_is_held_to_the_kept_answers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Kept answers that are not the model's (here moved by 1e-6) fail the check."""
     verdict = EngineVerdict("classification", RS, 2)
 
@@ -78,7 +106,7 @@ def test_the_compiled_engine_is_held_to_the_kept_answers() -> None:
         assert train is not None
         verdict.answered(train + np.array([1e-6, -1e-6]))
 
-    _train_beside("breast_cancer", verdict, on_answers=moved)
+    _train_beside("breast_cancer", verdict, on_answers=_handed_over_first(monkeypatch, moved))
     refused = verdict.result()
     assert refused["engine"] == SKLEARN
     assert "probabilities differ" in refused["reason"]
