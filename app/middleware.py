@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -40,10 +40,22 @@ class RequestMiddleware:
             return
         await self.observe(scope, receive, send, self.app)
 
-    async def observe(self, scope: Scope, receive: Receive, send: Send, inner: ASGIApp) -> None:
+    async def observe(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        inner: ASGIApp,
+        edge: Callable[[Message], None] | None = None,
+    ) -> None:
         """``inner``'s answer to the HTTP request ``scope``, observed as this layer
         observes every request: the app's front door (:mod:`app.front`) calls it with the
-        fast path as ``inner``, so its requests have the same id, metrics and line."""
+        fast path as ``inner``, so its requests have the same id, metrics and line.
+
+        ``edge``: called with the answer's start message after this layer's header is
+        set, before it is sent: the front door's work of the layer outside this one
+        (:func:`app.edge.secure`), without a ``send`` wrapper of its own (a coroutine
+        more for each message of every request)."""
         request_id = request_id_from(_header(scope["headers"], _REQUEST_ID_KEY))
         token = REQUEST_ID.set(request_id)
         started = time.perf_counter()
@@ -56,6 +68,8 @@ class RequestMiddleware:
                 status = int(message["status"])
                 response_started = True
                 _set_header(message, _REQUEST_ID_KEY, request_id.encode("latin-1"))
+                if edge is not None:
+                    edge(message)
             await send(message)
 
         self.metrics.request_started()
