@@ -206,7 +206,9 @@ class Metrics:
         key = (method, route, status)
         series = self._request_children.get(key)
         if series is None:
-            series = self._request_children[key] = self._request_series(key)
+            with self._owner_lock:  # (made once: two threads never replace one value twice)
+                series = self._request_children.get(key) or self._request_series(key)
+                self._request_children[key] = series
         count = series.count
         if count is not None and get_ident() == self._owner:
             latency = series.latency
@@ -234,7 +236,9 @@ class Metrics:
         key = (model, version, alias)
         series = self._prediction_children.get(key)
         if series is None:  # kept per label set, as in observe_request
-            series = self._prediction_children[key] = self._prediction_series(key)
+            with self._owner_lock:
+                series = self._prediction_children.get(key) or self._prediction_series(key)
+                self._prediction_children[key] = series
         answered = series.answered
         if answered is not None and get_ident() == self._owner:
             answered.owned += 1.0
