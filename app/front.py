@@ -100,16 +100,14 @@ class Front:
         """The stack's answer to a request the fast path took, through its objects."""
         started = False
 
-        async def sending(message: Message) -> None:  # HeadersMiddleware's, noting the start
+        def edge(message: Message) -> None:  # HeadersMiddleware's, noting the start
             nonlocal started
-            if message["type"] == "http.response.start":
-                started = True
-                secure(scope, message)
-            await send(message)
+            started = True
+            secure(scope, message)
 
         try:
             inner = partial(self.fast.serve, params=params)
-            await self.request.observe(scope, receive, sending, inner)
+            await self.request.observe(scope, receive, send, inner, edge)
         except Exception as exc:
             response = await self._error_response(scope, exc)
             if not started:

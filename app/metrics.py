@@ -21,8 +21,10 @@ from __future__ import annotations
 
 import logging
 import threading
+from bisect import bisect_left
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
+from threading import get_ident
 from typing import Final
 
 from prometheus_client import (
@@ -38,6 +40,7 @@ from prometheus_client.exposition import choose_encoder
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
+from app.owned_values import OwnedHistogram, OwnedValue, owned_histogram, owned_value
 from app.server.metrics_folder import MetricsFolder
 from ensembles.registry import CacheEvent, ModelCache
 
@@ -137,19 +140,40 @@ class Metrics:
             MultiProcessCollector(self.registry, path=str(self.shared.path))  # type: ignore[no-untyped-call]
             self.registry.register(_ProcessesCollector(self.shared))
         self._state: list[Collector] = []
-        self._request_children: dict[tuple[str, str, int], tuple[Add, Add]] = {}
-        self._prediction_children: dict[tuple[str, int, str], tuple[Add, Add]] = {}
+        self._request_children: dict[tuple[str, str, int], _RequestSeries] = {}
+        self._prediction_children: dict[tuple[str, int, str], _PredictionSeries] = {}
+        # The event loop's thread updates this process's own values without locks
+        # (app.owned_values); None: every update through the adders below (made after:
+        # they update the values in place then).
+        self._owner: int | None = None  # the thread that does: the first to start a request
+        self._owner_lock = threading.Lock()
+        self._own = self.shared is None
+        self._in_progress_owned = owned_value(self.in_progress) if self._own else None
+        self._batch_rows_owned = owned_histogram(self.batch_rows) if self._own else None
+        self._batch_requests_owned = owned_histogram(self.batch_requests) if self._own else None
         self._in_progress = _adder(self.in_progress)
         self._batch_rows = _observer(self.batch_rows)
         self._batch_requests = _observer(self.batch_requests)
 
     def request_started(self) -> None:
         """One more request in progress."""
+        gauge = self._in_progress_owned
+        if gauge is not None and get_ident() == self._owner:
+            gauge.owned += 1.0
+            return
         self._in_progress(1)
+        if self._owner is None and gauge is not None:
+            with self._owner_lock:  # the first thread to start a request owns the values
+                if self._owner is None:
+                    self._owner = get_ident()
 
     def request_ended(self) -> None:
         """One request fewer in progress."""
-        self._in_progress(-1)
+        gauge = self._in_progress_owned
+        if gauge is not None and get_ident() == self._owner:
+            gauge.owned -= 1.0
+        else:
+            self._in_progress(-1)
 
     def cache_observer(self) -> _CacheCounters | None:
         """What a ModelCache should report its events to (None: it is read when scraped)."""
@@ -180,34 +204,69 @@ class Metrics:
         # checks its values on every call, a cost paid by every request (label sets are
         # bounded: route templates, methods, statuses).
         key = (method, route, status)
-        children = self._request_children.get(key)
-        if children is None:
-            labels = (method, route, str(status))
-            children = (
-                _adder(self.requests.labels(*labels)),
-                _observer(self.latency.labels(*labels)),
-            )
-            self._request_children[key] = children
-        children[0](1)
-        children[1](seconds)
+        series = self._request_children.get(key)
+        if series is None:
+            with self._owner_lock:  # (made once: two threads never replace one value twice)
+                series = self._request_children.get(key) or self._request_series(key)
+                self._request_children[key] = series
+        count = series.count
+        if count is not None and get_ident() == self._owner:
+            latency = series.latency
+            count.owned += 1.0
+            latency.total.owned += seconds
+            if seconds == seconds:  # (NaN: no bucket, as prometheus-client)
+                latency.buckets[bisect_left(latency.bounds, seconds)].owned += 1.0
+        else:
+            series.add(1)
+            series.observe(seconds)
+
+    def _request_series(self, key: tuple[str, str, int]) -> _RequestSeries:
+        labels = (key[0], key[1], str(key[2]))
+        requests = self.requests.labels(*labels)
+        latency = self.latency.labels(*labels)
+        count = owned_value(requests) if self._own else None
+        owned = owned_histogram(latency) if self._own else None
+        series = _RequestSeries(_adder(requests), _observer(latency))  # (after: see __init__)
+        if count is not None and owned is not None:
+            series.count, series.latency = count, owned
+        return series
 
     def observe_prediction(self, model: str, rows: int, version: int, alias: str) -> None:
         """``alias``: the alias the version was reached through ("" by number or latest)."""
         key = (model, version, alias)
-        children = self._prediction_children.get(key)
-        if children is None:  # kept per label set, as in observe_request
-            children = (
-                _adder(self.predictions.labels(model, str(version), alias)),
-                _adder(self.prediction_rows.labels(model)),
-            )
-            self._prediction_children[key] = children
-        children[0](1)
-        children[1](rows)
+        series = self._prediction_children.get(key)
+        if series is None:  # kept per label set, as in observe_request
+            with self._owner_lock:
+                series = self._prediction_children.get(key) or self._prediction_series(key)
+                self._prediction_children[key] = series
+        answered = series.answered
+        if answered is not None and get_ident() == self._owner:
+            answered.owned += 1.0
+            series.rows.owned += rows
+        else:
+            series.add(1)
+            series.add_rows(rows)
+
+    def _prediction_series(self, key: tuple[str, int, str]) -> _PredictionSeries:
+        model, version, alias = key
+        answered = self.predictions.labels(model, str(version), alias)
+        rows = self.prediction_rows.labels(model)
+        owned = owned_value(answered) if self._own else None
+        owned_rows = owned_value(rows) if self._own else None
+        series = _PredictionSeries(_adder(answered), _adder(rows))  # (after: see __init__)
+        if owned is not None and owned_rows is not None:
+            series.answered, series.rows = owned, owned_rows
+        return series
 
     def observe_batch(self, rows: int, requests: int) -> None:
         """One engine call answering ``requests`` prediction requests, ``rows`` in all."""
-        self._batch_rows(rows)
-        self._batch_requests(requests)
+        by_rows, by_requests = self._batch_rows_owned, self._batch_requests_owned
+        if by_rows is not None and by_requests is not None and get_ident() == self._owner:
+            by_rows.observe(rows)
+            by_requests.observe(requests)
+        else:
+            self._batch_rows(rows)
+            self._batch_requests(requests)
 
     def observe_training(self, status: str, seconds: float) -> None:
         self.training.labels(status).observe(max(seconds, 0.0))
@@ -225,6 +284,31 @@ class Metrics:
 
 
 Add = Callable[[float], None]  # one update of one value: an increment, an observation
+
+
+class _RequestSeries:
+    """A route's request counter and latency histogram for one label set: their
+    updates through prometheus-client (any thread), and their owned values (None: none)."""
+
+    __slots__ = ("add", "count", "latency", "observe")
+
+    def __init__(self, add: Add, observe: Add) -> None:
+        self.add = add
+        self.observe = observe
+        self.count: OwnedValue | None = None
+        self.latency: OwnedHistogram = None  # type: ignore[assignment]  # set with count
+
+
+class _PredictionSeries:
+    """A model's prediction and row counters for one label set (as :class:`_RequestSeries`)."""
+
+    __slots__ = ("add", "add_rows", "answered", "rows")
+
+    def __init__(self, add: Add, add_rows: Add) -> None:
+        self.add = add
+        self.add_rows = add_rows
+        self.answered: OwnedValue | None = None
+        self.rows: OwnedValue = None  # type: ignore[assignment]  # set with answered
 
 
 def _adder(metric: Counter | Gauge) -> Add:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -40,10 +40,22 @@ class RequestMiddleware:
             return
         await self.observe(scope, receive, send, self.app)
 
-    async def observe(self, scope: Scope, receive: Receive, send: Send, inner: ASGIApp) -> None:
+    async def observe(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        inner: ASGIApp,
+        edge: Callable[[Message], None] | None = None,
+    ) -> None:
         """``inner``'s answer to the HTTP request ``scope``, observed as this layer
         observes every request: the app's front door (:mod:`app.front`) calls it with the
-        fast path as ``inner``, so its requests have the same id, metrics and line."""
+        fast path as ``inner``, so its requests have the same id, metrics and line.
+
+        ``edge``: called with the answer's start message after this layer's header is
+        set, before it is sent: the front door's work of the layer outside this one
+        (:func:`app.edge.secure`), without a ``send`` wrapper of its own (a coroutine
+        more for each message of every request)."""
         request_id = request_id_from(_header(scope["headers"], _REQUEST_ID_KEY))
         token = REQUEST_ID.set(request_id)
         started = time.perf_counter()
@@ -56,6 +68,8 @@ class RequestMiddleware:
                 status = int(message["status"])
                 response_started = True
                 _set_header(message, _REQUEST_ID_KEY, request_id.encode("latin-1"))
+                if edge is not None:
+                    edge(message)
             await send(message)
 
         self.metrics.request_started()
@@ -82,7 +96,6 @@ class RequestMiddleware:
             return  # no line to write: nothing to format
         duration_ms = round(seconds * 1000, 2)
         path = scope["path"]
-        args = (method, path, status, duration_ms)
         fields = {
             "event": "request",
             "method": method,
@@ -92,7 +105,10 @@ class RequestMiddleware:
             "duration_ms": duration_ms,
             "request_id": request_id,
         }
-        if not write_info(access_log, _ACCESS_LINE, args, fields):
+        # _ACCESS_LINE's text: an f-string formats it in a third of the time of "%".
+        message = f"{method} {path} {status} {duration_ms:.1f} ms"
+        if not write_info(access_log, message, (), fields):
+            args = (method, path, status, duration_ms)
             access_log.info(_ACCESS_LINE, *args, extra={"fields": fields})
 
 

@@ -17,13 +17,15 @@ uvicorn's flow control sees the real buffer; closing flushes first.
 
 The transport answers ``is_closing`` itself: found through ``__getattr__``, uvicorn's
 check after every answer first failed the normal lookup (an AttributeError made and
-dropped) before the Python call.  (uvicorn's response head was also made with its header
+dropped) before the Python call; it is now the real transport's bound method, set on
+the instance, so the check is a C call.  (uvicorn's response head was also made with its header
 checks joined into two searches instead of two per header: measured alternating, it cost
 more than the ten regular-expression calls it saved, and was dropped.)
 
 The protocol also counts the requests it has taken whose app call has not begun
 (:mod:`app.server.arrivals`): the batcher's way to know, at the first prediction of a
-loop turn, that others came with it.
+loop turn, that others came with it; and it calls uvicorn's ``ProxyHeadersMiddleware``
+only for the requests it changes (:class:`_Begun`).
 
 Passed to uvicorn as ``http=`` by :mod:`app.server.launcher` (a string, so server
 processes started by uvicorn's supervisor import it too).
@@ -33,6 +35,8 @@ from __future__ import annotations
 
 import asyncio
 from typing import Any, Final
+
+from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from app.server.arrivals import ARRIVALS
 
@@ -58,6 +62,9 @@ class TurnWriteTransport:
     def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
         self._transport = transport
         self._loop = loop
+        # The real transport's own method, bound: uvicorn asks after every answer, and
+        # this skips a Python frame of ours (the method below is its documentation).
+        self.is_closing = transport.is_closing  # type: ignore[method-assign]
         self._held: list[bytes] = []
         self._held_bytes = 0
 
@@ -126,15 +133,48 @@ class OneWriteHTTPProtocol(_Base):
         super()._start_asgi_task(cycle, app)
 
 
-class _Begun:
-    """The app, its call uncounting the request (:mod:`app.server.arrivals`)."""
+_UNSEEN: Final = object()  # no client seen yet
+_FORWARDED: Final = (b"x-forwarded-for", b"x-forwarded-proto")
 
-    __slots__ = ("app",)
+
+class _Begun:
+    """The app, its call uncounting the request (:mod:`app.server.arrivals`), and
+    uvicorn's ``ProxyHeadersMiddleware`` called only for a request it changes.
+
+    uvicorn wraps the app in that middleware (``proxy_headers``, on by default): for
+    every request it ran a coroutine of its own and looked the client's address up in
+    the trusted hosts (``_TrustedHosts.__contains__``, an LRU cache behind a Python call):
+    ~3-4 us of a one-row request's CPU (issue 24.3).  It changes the scope only for a
+    client it trusts that sent ``X-Forwarded-For`` or ``X-Forwarded-Proto``.  The
+    client's address is the connection's, the same object in every scope of it
+    (``HttpToolsProtocol.client``), so whether it is trusted is asked once per
+    connection (of the middleware's own hosts); a request without those headers, or
+    from a client not trusted, goes straight to the app the middleware wraps, and any
+    other to the middleware itself: the same scope either way.
+    """
+
+    __slots__ = ("_client", "_hosts", "_trusted", "app", "inner")
 
     def __init__(self, app: Any) -> None:
         self.app = app
+        self.inner = app.app if type(app) is ProxyHeadersMiddleware else None
+        self._hosts: Any = getattr(app, "trusted_hosts", None)
+        self._client: Any = _UNSEEN
+        self._trusted = True
 
     def __call__(self, scope: Any, receive: Any, send: Any) -> Any:
         # Not a coroutine of its own: the app's, returned, is what uvicorn awaits.
         ARRIVALS.waiting -= 1
+        inner = self.inner
+        if inner is not None:
+            client = scope.get("client")
+            if client is not self._client:
+                self._client = client
+                self._trusted = (client[0] if client else None) in self._hosts
+            if not self._trusted:
+                return inner(scope, receive, send)
+            for name, _ in scope["headers"]:
+                if name in _FORWARDED:
+                    return self.app(scope, receive, send)
+            return inner(scope, receive, send)
         return self.app(scope, receive, send)

@@ -33,6 +33,12 @@ async def _answer(request: Request) -> Response:
     return Response(b"x" * size, media_type="application/json", headers=headers)
 
 
+async def _client(request: Request) -> Response:
+    """The scope as the app sees it after uvicorn's proxy headers middleware."""
+    client = request.scope.get("client")
+    return Response(f"{client} {request.scope['scheme']}".encode(), media_type="text/plain")
+
+
 async def _odd(request: Request) -> Response:
     """Heads off the common way: streamed (chunked), empty, odd headers, a bad header."""
     kind = request.query_params["kind"]
@@ -50,6 +56,7 @@ APP = Starlette(
     routes=[
         Route("/answer", _answer, methods=["GET", "POST"]),
         Route("/odd", _odd, methods=["GET", "POST", "HEAD"]),
+        Route("/client", _client, methods=["GET"]),
     ]
 )
 
@@ -74,8 +81,10 @@ class RecordingTransport(asyncio.Transport):
     def is_closing(self) -> bool:
         return self.closed
 
+    peer = ("127.0.0.1", 5000)
+
     def get_extra_info(self, name: str, default: Any = None) -> Any:
-        return {"peername": ("127.0.0.1", 5000), "sockname": ("127.0.0.1", 8000)}.get(name, default)
+        return {"peername": self.peer, "sockname": ("127.0.0.1", 8000)}.get(name, default)
 
     def pause_reading(self) -> None:
         pass
@@ -88,7 +97,10 @@ class RecordingTransport(asyncio.Transport):
 
 
 def _serve(
-    protocol_class: type[asyncio.Protocol], *requests: bytes, access_log: bool = False
+    protocol_class: type[asyncio.Protocol],
+    *requests: bytes,
+    access_log: bool = False,
+    peer: tuple[str, int] = ("127.0.0.1", 5000),
 ) -> RecordingTransport:
     """``requests`` sent one after the other on one connection served by ``protocol_class``,
     uvicorn's access log off (as the service's logging leaves it) unless ``access_log``."""
@@ -98,6 +110,7 @@ def _serve(
     state.default_headers = [(b"date", b"Sat, 28 Nov 2026 14:00:00 GMT"), (b"server", b"uvicorn")]
     loop = asyncio.new_event_loop()
     transport = RecordingTransport()
+    transport.peer = peer
     try:
         protocol: Any = protocol_class(  # type: ignore[call-arg]
             config=config, server_state=state, app_state={}, _loop=loop
@@ -167,6 +180,7 @@ def test_the_server_runs_this_protocol(monkeypatch: pytest.MonkeyPatch) -> None:
     launcher._uvicorn(launcher.load_settings(), "127.0.0.1", 8000, 1)
     assert given["http"] == PROTOCOL
     assert import_from_string(PROTOCOL) is OneWriteHTTPProtocol
+    assert given["access_log"] is False  # the service writes its own request lines
 
 
 def test_odd_heads_are_uvicorns_to_the_byte() -> None:
@@ -283,3 +297,30 @@ def test_uvicorns_own_answer_to_too_many_requests_is_not_counted() -> None:
         loop.close()
     assert b"".join(transport.writes).startswith(b"HTTP/1.1 503")
     assert ARRIVALS.waiting == 0
+
+
+def test_the_proxy_headers_are_uvicorns_for_every_client() -> None:
+    """uvicorn's ``ProxyHeadersMiddleware`` is called only for a request it changes
+    (a trusted client's forwarded headers): the app sees the same client and scheme as
+    under uvicorn's own protocol, for a trusted client and one not trusted, with and
+    without the headers, on one connection."""
+
+    def get(headers: str = "") -> bytes:
+        return f"GET /client HTTP/1.1\r\nhost: t\r\n{headers}\r\n".encode()
+
+    requests = (
+        get(),
+        get("x-forwarded-for: 10.1.2.3, 10.0.0.9\r\n"),
+        get("X-Forwarded-Proto: https\r\n"),
+        get("x-forwarded-for: 10.1.2.3\r\nx-forwarded-proto: https\r\n"),
+        get(),
+    )
+    for peer in (("127.0.0.1", 5000), ("10.9.9.9", 5001)):
+        theirs = _serve(HttpToolsProtocol, *requests, peer=peer)
+        ours = _serve(OneWriteHTTPProtocol, *requests, peer=peer)
+        assert b"".join(ours.writes) == b"".join(theirs.writes)
+        answers = b"".join(ours.writes)
+        if peer[0] == "127.0.0.1":
+            assert b"('10.0.0.9', 0) http" in answers and b"https" in answers
+        else:
+            assert b"10.0.0.9" not in answers and b"https" not in answers

@@ -12,6 +12,7 @@ import os
 import random
 import time
 import uuid
+import weakref
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
@@ -232,10 +233,13 @@ class _CountedWrites(io.StringIO):
         return super().write(text)
 
 
-async def test_the_lines_of_a_loop_turn_leave_in_one_write(service_logging: io.StringIO) -> None:
-    """On an event loop, the request lines of a turn are held until its end and leave
-    in one write, the same lines as one write each; a line logged in the same turn
-    (any thread's) is written after them, in order."""
+async def test_the_lines_held_on_the_loop_leave_in_one_write(
+    service_logging: io.StringIO,
+) -> None:
+    """On an event loop, request lines are held until the timer the first one armed
+    fires (``HOLD_S``), across loop turns (at one client each request is a turn of its
+    own), and leave in one write, the same lines as one write each; a line logged
+    meanwhile (any thread's) is written after them, in order."""
     handler = _service_handler_only()
     stream = _CountedWrites()
     assert isinstance(handler, logging.StreamHandler)
@@ -243,8 +247,9 @@ async def test_the_lines_of_a_loop_turn_leave_in_one_write(service_logging: io.S
     access = logging.getLogger("app.access")
     for k in range(3):
         assert write_info(access, ACCESS, ARGS, {**FIELDS, "request_id": f"r-{k}"})
-    assert stream.getvalue() == ""  # held until the turn ends
-    await asyncio.sleep(0)
+        await asyncio.sleep(0)  # a turn of its own
+    assert stream.getvalue() == ""  # held until the timer fires
+    await asyncio.sleep(logs.HOLD_S * 3)
     lines = stream.getvalue().splitlines()
     assert stream.writes == 1
     assert [json.loads(line)["request_id"] for line in lines] == ["r-0", "r-1", "r-2"]
@@ -254,8 +259,40 @@ async def test_the_lines_of_a_loop_turn_leave_in_one_write(service_logging: io.S
         "POST /v1/models/iris/versions/1/predict 200 0.4 ms",
         "after the line",
     ]
-    await asyncio.sleep(0)
+    await asyncio.sleep(logs.HOLD_S * 3)
     assert len(stream.getvalue().splitlines()) == 5
+
+
+async def test_at_most_hold_lines_are_held(service_logging: io.StringIO) -> None:
+    handler = _service_handler_only()
+    stream = _CountedWrites()
+    assert isinstance(handler, logging.StreamHandler)
+    handler.setStream(stream)
+    access = logging.getLogger("app.access")
+    for _ in range(logs.HOLD_LINES - 1):
+        assert write_info(access, ACCESS, ARGS, FIELDS)
+    assert stream.writes == 0
+    assert write_info(access, ACCESS, ARGS, FIELDS)
+    assert stream.writes == 1 and stream.getvalue().count("\n") == logs.HOLD_LINES
+    assert write_info(access, ACCESS, ARGS, FIELDS)  # rides the timer armed before
+    await asyncio.sleep(logs.HOLD_S * 3)
+    assert stream.writes == 2 and stream.getvalue().count("\n") == logs.HOLD_LINES + 1
+
+
+def test_held_lines_are_written_at_the_end_of_logging(
+    service_logging: io.StringIO,
+) -> None:
+    """``logging.shutdown`` (at exit) flushes the handler: the held lines are written,
+    though their loop is gone."""
+    _service_handler_only()
+
+    async def served() -> None:
+        assert write_info(logging.getLogger("app.access"), ACCESS, ARGS, FIELDS)
+
+    asyncio.run(served())  # the loop closed before its timer fired
+    assert service_logging.getvalue() == ""
+    logging.shutdown(handlerList=[weakref.ref(h) for h in logging.getLogger().handlers])
+    assert service_logging.getvalue().count("\n") == 1
 
 
 async def test_held_lines_are_the_lines_written_at_once(service_logging: io.StringIO) -> None:
