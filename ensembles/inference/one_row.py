@@ -46,6 +46,7 @@ class RowLane:
 
     names: tuple[str, ...]  # the model's columns, in the order the model reads them
     cells: Callable[[dict[str, Any]], Any]  # a record's cells in that order (KeyError)
+    # (an ``itemgetter``, so a servable pickles with its lane)
     classes: tuple[Any, ...] | None  # the JSON labels, in ``classes_`` order
     plain_positions: bool  # is each label's position in ``classes_`` its index there
 
@@ -66,7 +67,7 @@ def row_lane(
     names = tuple(names)
     if not numbers_only or not names or passthrough != names:
         return None
-    cells = itemgetter(*names) if len(names) > 1 else _one_cell(names[0])
+    cells = itemgetter(*names)  # (one name: the cell itself, not a tuple of it)
     plain = False
     if classes is not None:
         lookup = label_lookup(fitted_classes)
@@ -74,10 +75,6 @@ def row_lane(
             lookup.get(label) == i for i, label in enumerate(np.asarray(fitted_classes).tolist())
         )
     return RowLane(names, cells, None if classes is None else tuple(classes), plain)
-
-
-def _one_cell(name: str) -> Callable[[dict[str, Any]], tuple[Any]]:
-    return lambda record: (record[name],)
 
 
 def record_row(lane: RowLane, instances: object, max_rows: int | None) -> FloatArray | None:
@@ -88,9 +85,11 @@ def record_row(lane: RowLane, instances: object, max_rows: int | None) -> FloatA
     The same rule: a list of one dict with exactly the model's columns as keys (no
     extra column: no warning), every cell exactly an ``int`` or a ``float`` (never a
     bool, None or a subclass), every value below 2**53 in magnitude once a float64 (NaN
-    and the infinities fail that comparison).  Read with ``dtype=float64`` the cells are
-    the values ``check_rows`` gets by reading them and casting to float64: an int below
-    2**53 is exact either way, and above it both refuse the row."""
+    and the infinities fail that comparison).  Read with ``dtype=float64`` the cells
+    are the values ``check_rows`` gets by reading them and casting to float64: an int
+    below 2**53 is exact either way, and above it both refuse the row.  (The sum of the
+    squares below 2.0**106 would hold the bound in one numpy call instead of two, but
+    it overflows, with numpy's warning, for values beyond 1e154.)"""
     if type(instances) is not list or len(instances) != 1:
         return None
     if max_rows is not None and max_rows < 1:
@@ -102,6 +101,8 @@ def record_row(lane: RowLane, instances: object, max_rows: int | None) -> FloatA
         cells = lane.cells(record)
     except KeyError:
         return None
+    if len(lane.names) == 1:
+        cells = (cells,)
     if not set(map(type, cells)) <= _NUMBERS:
         return None
     try:

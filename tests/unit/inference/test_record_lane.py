@@ -9,6 +9,7 @@ near-ties, -0.0, infinities and NaN."""
 
 from __future__ import annotations
 
+import pickle
 from typing import Any
 
 import numpy as np
@@ -19,6 +20,7 @@ from hypothesis import strategies as st
 from ensembles.errors import EnsembleError
 from ensembles.inference import CompiledModel, Prediction, PredictOptions, check_rows
 from ensembles.inference.gtil import TIE_MARGIN, Plan, decide, decide_row
+from ensembles.inference.one_row import record_row
 from tests.unit.inference import test_batches
 from tests.unit.inference.test_batches import KINDS, servable
 from tests.unit.inference.test_lone_record import lone_records
@@ -193,3 +195,45 @@ def test_one_row_decision_is_decide_s(row: list[float], decision: str) -> None:
         return
     assert not ambiguous[0]
     assert found == int(index[0])
+
+
+BIG = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True, width=64),
+    st.floats(2.0**49, 2.0**54).map(lambda v: v * (1 if int(v) % 2 else -1)),
+    st.integers(2**49, 2**54).map(lambda v: v if v % 3 else -v),
+    st.sampled_from([2.0**53, -(2.0**53), 2**53 - 1, -(2**53) + 1, 2**53, 1e154, 1e155]),
+)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(cells=st.lists(BIG, min_size=4, max_size=4))
+def test_a_row_the_lane_takes_is_one_check_rows_takes_with_the_same_bits(
+    cells: list[Any],
+) -> None:
+    """The lane takes no row that ``check_rows``' fast path refuses (a value of 2**53
+    or more, NaN, an infinity), and the row it makes is that path's, to the bit."""
+    server = servable("forest")
+    names = server.signature.feature_names
+    record = dict(zip(names, cells, strict=True))
+    server.predict_record([record], PredictOptions(), None)  # (the lane made)
+    lane = server._lane[0]
+    assert lane is not None
+    row = record_row(lane, [record], None)
+    event("taken" if row is not None else "declined")
+    if row is None:
+        return
+    assert all(abs(float(v)) < 2**53 for v in cells)
+    checked = check_rows(server.signature, [record])
+    matrix = checked.columns.matrix  # type: ignore[attr-defined]
+    assert row.dtype == matrix.dtype and row.shape == matrix.shape and row.flags.c_contiguous
+    assert row.tobytes() == matrix.tobytes()
+
+
+def test_a_servable_pickles_with_its_lane() -> None:
+    server = servable("forest")
+    record = dict.fromkeys(server.signature.feature_names, 1.0)
+    assert server.predict_record([record], PredictOptions(), None) is not None
+    again = pickle.loads(pickle.dumps(server))
+    found = again.predict_record([record], PredictOptions(), None)
+    assert found is not None
+    assert_bits(found[0], server.predict_record([record], PredictOptions(), None)[0])  # type: ignore[index]
