@@ -28,7 +28,7 @@ from tests.unit.inference.test_lone_record import lone_records
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 # Beside test_batches' kinds: the other plans of the compiled engine (XGBoost's float32
 # sums, histogram boosting's float64 rows and softmax, extra trees, stacking's members).
-MORE = {
+MORE: dict[str, tuple[str, dict[str, Any], list[PredictOptions]]] = {
     "xgboost": ("breast_cancer", {"kind": "xgboost", "params": {"n_estimators": 12}}, []),
     "histogram": ("wine", {"kind": "hist_gradient_boosting", "params": {"max_iter": 12}}, []),
     "extra_trees": ("iris", {"kind": "extra_trees", "params": {"n_estimators": 10}}, []),
