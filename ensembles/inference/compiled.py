@@ -41,6 +41,7 @@ from ensembles.inference.gtil import (
     cast_rows,
     compiled_as,
     decide,
+    decide_row,
     gtil_scores,
     import_model,
     link,
@@ -125,6 +126,27 @@ class CompiledModel:
             labels[ambiguous] = estimator.predict(np.asarray(Xt)[ambiguous])
         return labels, proba
 
+    def row_class(self, X: FloatArray) -> tuple[int, FloatArray] | None:
+        """One checked row's class, as its position in ``classes_``, and its
+        probabilities, from the same scores, link and rule as :meth:`predict_with_proba`;
+        None where that asks scikit-learn (a row the cast cannot take, a row too close to
+        call) or a score is NaN: the caller then asks :meth:`answer`.
+
+        ``X``: one float64 row (shape ``(1, n)``) of finite values below 2**53 in
+        magnitude, as :func:`~ensembles.inference.one_row.record_row` makes it for a lone
+        record.  The rule is applied to the row's Python floats (:func:`decide_row`), and
+        the label is never made, looked up and found again (five small arrays and a dict
+        lookup)."""
+        if self.task != "classification" or X.shape[0] != 1 or self.plan.decision == "none":
+            return None
+        scores = self._checked_margins(X)
+        if scores is None:
+            return None
+        proba = self._link(scores)
+        plan = self.plan
+        index = decide_row((proba if plan.decision == "proba" else scores)[0].tolist(), plan)
+        return None if index is None else (index, proba)
+
     def _values(self, Xt: ArrayLike) -> FloatArray:
         scores = self._margins(Xt)
         if scores is None:
@@ -147,6 +169,23 @@ class CompiledModel:
                 return found
         cast = cast_rows(X, self.plan)
         return None if cast is None else self._scores(cast)
+
+    def _checked_margins(self, X: FloatArray) -> FloatArray | None:
+        """:meth:`_margins` of rows known finite and below 2**53 in magnitude (float64,
+        C order): within float32's range, where :func:`cast_rows` only casts (its bound
+        check, two reductions, would hold), for a plan that casts to float32 and nothing
+        else; any other plan, shape or dtype takes :meth:`_margins`."""
+        plan = self.plan
+        if (
+            plan.float32
+            and not plan.tiny_as_zero
+            and self.single_row is None
+            and X.dtype == np.float64
+            and X.ndim == 2
+            and X.shape[1] == self._n_features
+        ):
+            return self._scores(X.astype(np.float32).astype(np.float64))
+        return self._margins(X)
 
     def _rows(self, Xt: ArrayLike) -> FloatArray:
         """The rows as float64, of the estimator's width (else scikit-learn's error)."""

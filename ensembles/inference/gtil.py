@@ -50,7 +50,9 @@ __all__ = [
     "cast_rows",
     "compiled_as",
     "decide",
+    "decide_row",
     "first_max",
+    "first_max_row",
     "gtil_scores",
     "import_model",
     "import_trees",
@@ -427,6 +429,19 @@ def decide(scores: FloatArray, plan: Plan) -> tuple[IntArray, BoolArray]:
     return first_max(scores)
 
 
+def decide_row(scores: list[float], plan: Plan) -> int | None:
+    """:func:`decide` of one row's scores in Python floats: its class index, or None
+    where :func:`decide` marks it too close to call or a score is NaN (the caller then
+    takes the general way).  ``raw >= 0`` (``> 0``) and ``abs(raw) <= TIE_MARGIN`` are
+    the IEEE comparisons numpy makes; the first maximum is :func:`first_max_row`'s."""
+    if plan.decision in ("raw_ge", "raw_gt"):
+        raw = scores[0]
+        if raw != raw or abs(raw) <= TIE_MARGIN:
+            return None
+        return int(raw >= 0 if plan.decision == "raw_ge" else raw > 0)
+    return first_max_row(scores, TIE_MARGIN)
+
+
 def first_max(scores: FloatArray, margin: float = TIE_MARGIN) -> tuple[IntArray, BoolArray]:
     """The first maximum of each row, and rows whose top two are within ``margin``."""
     index = scores.argmax(axis=1)  # (np.argmax's wrapper calls this method)
@@ -436,3 +451,25 @@ def first_max(scores: FloatArray, margin: float = TIE_MARGIN) -> tuple[IntArray,
         return index, np.abs(scores[:, 1] - scores[:, 0]) <= margin
     top = np.partition(scores, -2, axis=1)
     return index, top[:, -1] - top[:, -2] <= margin
+
+
+def first_max_row(scores: list[float], margin: float) -> int | None:
+    """:func:`first_max` of one row in Python floats: the
+    position of the first maximum, or None where that function marks the row too close
+    to call (its top two within ``margin``) or where a score is NaN (left to it).
+
+    The same decision: ``max`` keeps the first of equal values and ``index`` finds the
+    first equal to it, as ``argmax`` (``-0.0 == 0.0`` both ways); the top two are the
+    two largest values, whichever of equal ones ``partition`` puts first, and Python's
+    float subtraction is the IEEE double one numpy does."""
+    if any(map(math.isnan, scores)):  # (in C: a generator's frames cost more)
+        return None
+    top = max(scores)
+    if len(scores) == 2:
+        if abs(scores[1] - scores[0]) <= margin:
+            return None
+    elif len(scores) > 2:
+        first, second = sorted(scores)[-2:][::-1]
+        if first - second <= margin:
+            return None
+    return scores.index(top)

@@ -33,6 +33,7 @@ from ensembles.errors import Problem
 from ensembles.inference.cells import MatrixColumns, input_error
 from ensembles.inference.compiling import rebuild
 from ensembles.inference.engines import SKLEARN, Answer, Engine, SklearnEngine
+from ensembles.inference.one_row import RowLane, record_row, row_lane
 from ensembles.inference.result import Prediction, PredictOptions
 from ensembles.inference.row_parts import RowParts
 from ensembles.inference.votes import (
@@ -73,6 +74,8 @@ class Servable:
     # Each label of the pipeline's ``classes_`` -> its position, made on first use (a
     # one-row answer's label found at once, not after a dict of the labels is built).
     _label_index: dict[Any, int] = field(default_factory=dict, init=False, repr=False)
+    # The lane of lone records (``one_row.row_lane``; None: none), made on first use.
+    _lane: list[RowLane | None] = field(default_factory=list, init=False, repr=False)
 
     def engine_for(self, n_rows: int) -> Engine:
         """The engine that answers a request of ``n_rows`` rows."""
@@ -118,6 +121,58 @@ class Servable:
         if signature.task == "regression":
             return self._regress(members, Xt, options)
         return self._classify(members, Xt, options, override)
+
+    def predict_record(
+        self, instances: object, options: PredictOptions, max_rows: int | None
+    ) -> tuple[Prediction, list[str]] | None:
+        """The prediction and warnings of a request of one JSON record (``instances``,
+        unchecked), exactly as ``predict(check_rows(...).columns, options)`` gives them,
+        when it can be answered without the layers a request of many rows needs
+        (:mod:`ensembles.inference.one_row`); else None: check and predict it so."""
+        lane = self._lane[0] if self._lane else self._made_lane()
+        if lane is None or options.return_votes or options.return_std:
+            return None
+        if options.voting not in (None, self.signature.voting):
+            return None  # an override: the members answer
+        if self._option_problems([], options, None, False):
+            return None  # raised by predict, as ever
+        X = record_row(lane, instances, max_rows)
+        if X is None:
+            return None
+        engine = self.engine_for(1)
+        if lane.classes is None:
+            answer = self._answer(X, False)
+            found = Prediction(floats_out(answer.predictions), engine=answer.engine)
+            return found, []
+        row_class = getattr(engine, "row_class", None) if lane.plain_positions else None
+        picked = row_class(X) if row_class is not None else None
+        if picked is None:  # the engine's general answer, as predict takes it
+            answer = self._answer(X, options.return_proba)
+            index = int(self._label_positions(answer.predictions)[0])
+            proba, name = answer.probabilities, answer.engine
+        else:
+            index, proba = picked
+            name = engine.name
+        wanted = options.return_proba and proba is not None
+        found = Prediction(
+            predictions=[lane.classes[index]],
+            probabilities=floats_out(proba) if wanted else None,
+            engine=name,
+        )
+        return found, []
+
+    def _made_lane(self) -> RowLane | None:
+        signature = self.signature
+        classes = None
+        fitted = None
+        if signature.task != "regression":
+            classes = class_labels(signature, self.pipeline)
+            fitted = self.pipeline.classes_
+        lane = row_lane(
+            signature.feature_names, signature.numbers_only, self.passthrough, classes, fitted
+        )
+        self._lane[:] = [lane]  # threads that make it at once make the same one
+        return lane
 
     def _option_problems(
         self,

@@ -30,17 +30,26 @@ from tests.unit.inference.test_batches import assert_same, servable
 
 
 def watched_predicts(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int, str | None]]:
-    """Each ``Servable.predict`` call as it runs: its thread, its row count and the
-    request id of its context."""
+    """Each ``Servable.predict`` call as it runs, and each lone record its lane answers
+    (``Servable.predict_record``, one row): its thread, its row count and the request
+    id of its context."""
     calls: list[tuple[int, int, str | None]] = []
     original = Servable.predict
+    original_record = Servable.predict_record
 
     def predict(self: Servable, columns: Any, options: Any) -> Any:
         rows = len(next(iter(columns.values()))) if isinstance(columns, dict) else len(columns)
         calls.append((threading.get_ident(), rows, REQUEST_ID.get()))
         return original(self, columns, options)
 
+    def predict_record(self: Servable, instances: Any, options: Any, max_rows: Any) -> Any:
+        found = original_record(self, instances, options, max_rows)
+        if found is not None:
+            calls.append((threading.get_ident(), 1, REQUEST_ID.get()))
+        return found
+
     monkeypatch.setattr(Servable, "predict", predict)
+    monkeypatch.setattr(Servable, "predict_record", predict_record)
     return calls
 
 
