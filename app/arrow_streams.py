@@ -78,6 +78,9 @@ class _Layout:
     def read(self, content: bytes) -> FloatRows | None:
         if content[self.body_end :] not in _ENDS:
             return None
+        if self.rows == 1 and self.step == 8:  # one row: its values lie side by side
+            row = np.frombuffer(content, "<f8", self.columns, self.first)
+            return FloatRows(self.schema, row.astype(np.float64).reshape(1, self.columns))
         values = np.ndarray(
             (self.rows, self.columns),
             dtype="<f8",

@@ -72,6 +72,7 @@ from ensembles.inference.batches import (
     row_count,
     split_prediction,
 )
+from ensembles.inference.cells import MatrixRows
 
 Outcome = Prediction | Exception
 Checked = tuple[Prediction, list[str]]  # a record's prediction and its request's warnings
@@ -167,12 +168,12 @@ class Batcher:
         only if answered alone), answered with those of this loop turn."""
         rows = row_count(columns)
         if not self._joins(servable, rows, options):
-            return self._alone(servable, as_columns(columns), options)
+            return self._part_alone(servable, columns, options)
         loop = asyncio.get_running_loop()
         key = (id(servable), batch_key(columns, options))
         batch = self._joined(loop, key, servable, rows, lambda: _Open(servable, options, _now()))
         if batch is None:  # the first of its turn, none waiting: answered at once, alone
-            return self._alone(servable, as_columns(columns), options)
+            return self._part_alone(servable, columns, options)
         if not isinstance(batch, _Open):  # (keys of checked columns name only these)
             raise TypeError(f"unexpected batch {type(batch).__name__}")
         future: asyncio.Future[Prediction] = loop.create_future()
@@ -234,6 +235,17 @@ class Batcher:
             self._open[key] = batch
             loop.call_soon(self._flush, key, batch)
         return batch
+
+    def _part_alone(self, servable: Servable, part: Part, options: PredictOptions) -> Prediction:
+        """A request answered alone: a lone checked row of a matrix (a one-row Arrow
+        body) by the servable's lane for lone rows when it takes it (the same answer,
+        without the column views, the stack and the general answer:
+        ``Servable.predict_row``), else as any request."""
+        lone = _lone_row(servable, part, options)
+        if lone is not None:
+            self.metrics.observe_batch(1, 1)
+            return lone
+        return self._alone(servable, as_columns(part), options)
 
     def _checked_alone(
         self,
@@ -370,7 +382,9 @@ class Batcher:
         """One call for all ``parts``; if it fails, one call each (each its own outcome)."""
         sizes = [row_count(part) for part in parts]
         try:
-            joined = servable.predict(concat_columns(parts), options)
+            joined = _lone_row(servable, parts[0], options) if len(parts) == 1 else None
+            if joined is None:
+                joined = servable.predict(concat_columns(parts), options)
         except Exception as exc:
             if len(parts) == 1:
                 self.metrics.observe_batch(sizes[0], 1)
@@ -421,6 +435,16 @@ class Batcher:
         prediction = servable.predict(columns, options)
         self.metrics.observe_batch(len(prediction.predictions), 1)
         return prediction
+
+
+def _lone_row(servable: Servable, part: Part, options: PredictOptions) -> Prediction | None:
+    """The answer to a lone row of a matrix (a one-row Arrow body, answered alone or in
+    a batch of its own) by the servable's lane for lone rows, when it takes it: the same
+    answer as ``predict``'s, without the column views, the stack and the general answer
+    (``Servable.predict_row``); else None."""
+    if isinstance(part, MatrixRows) and part.matrix.shape[0] == 1:
+        return servable.predict_row(part.names, part.matrix, options)
+    return None
 
 
 def _settle(waiting: list[asyncio.Future[Any]], outcomes: list[Any] | None) -> None:

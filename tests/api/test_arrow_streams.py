@@ -108,7 +108,30 @@ def test_a_float_stream_laid_out_as_one_read_before_is_read_from_its_bytes() -> 
         assert rows is not None and rows.num_rows == 1
         assert rows.schema.equals(_read(content).schema, check_metadata=True)
         own = _tensor(content)
-        assert rows.matrix.flags.c_contiguous
+        assert rows.matrix.flags.c_contiguous and rows.matrix.flags.writeable
+        assert rows.matrix.dtype == np.float64 and rows.matrix.shape == (1, 3)
+        assert np.array_equal(rows.matrix.view(np.uint64), own.view(np.uint64))  # type: ignore[attr-defined]
+    (layout,) = [k for k in arrow_streams._LAYOUTS if k.length == len(first)]
+    assert layout.rows == 1 and layout.step == 8  # one row read by its side-by-side values
+
+
+def test_one_pandas_row_is_read_side_by_side_with_pyarrow_s_bits() -> None:
+    """A one-row stream as pandas writes it (the bench's body) is read by the one-row
+    way (``_Layout.read``: its values lie side by side), as pyarrow reads it."""
+    import numpy as np
+
+    def row(i: int) -> bytes:
+        return _stream(pa.RecordBatch.from_pandas(FRAME.iloc[i : i + 1].reset_index(drop=True)))
+
+    first = row(3)
+    assert one_batch_table(first) is not None
+    (layout,) = [k for k in arrow_streams._LAYOUTS if k.length == len(first)]
+    assert layout.rows == 1 and layout.step == 8
+    for i in (0, 50, 149):
+        content = row(i)
+        rows = arrow_streams.float_rows(content)
+        assert rows is not None and rows.matrix.flags.writeable
+        own = _tensor(content)
         assert np.array_equal(rows.matrix.view(np.uint64), own.view(np.uint64))  # type: ignore[attr-defined]
 
 

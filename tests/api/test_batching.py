@@ -673,3 +673,45 @@ async def test_concurrent_one_row_arrow_requests_are_joined_by_their_matrices(
     assert 0 < calls < good  # some shared a call
     assert given == ["MatrixRows"] * good  # the refused ones never reached the batcher
     assert len(made) <= calls
+
+
+@pytest.mark.asyncio(loop_scope="module")
+@pytest.mark.parametrize("query", ["", "?return_proba=true", "?return_votes=true"])
+async def test_a_lone_one_row_arrow_request_takes_the_row_lane_with_the_same_bytes(
+    iris_api: tuple[Any, Api], monkeypatch: pytest.MonkeyPatch, query: str
+) -> None:
+    """A one-row Arrow body read from its bytes and answered alone (or in a batch of its
+    own) is answered by the servable's lane of lone rows (``Servable.predict_row``),
+    byte for byte as without it (the row's columns predicted); odd bodies get their
+    problems as before."""
+    from ensembles.inference.servable import Servable
+
+    _, api = iris_api
+    url = f"/v1/models/iris-rf/versions/1/predict{query}"
+    changes = ["good", "shuffled", "extra", "nan", "big", "text"]
+    bodies = [arrow_row(i, change) for i in (0, 60, 120, 77) for change in changes]
+
+    async def send(body: bytes) -> Any:
+        return await api.client.post(url, content=body, headers={"content-type": ARROW})
+
+    for body in bodies:  # (the layouts learnt)
+        await send(body)
+    lane = Servable.predict_row
+    taken: list[bool] = []
+
+    def counted(self: Servable, *args: Any) -> Any:
+        found = lane(self, *args)
+        taken.append(found is not None)
+        return found
+
+    monkeypatch.setattr(Servable, "predict_row", counted)
+    through_lane = [await send(body) for body in bodies]
+    monkeypatch.setattr(Servable, "predict_row", lambda self, *args: None)
+    without = [await send(body) for body in bodies]
+    assert_answered_as_alone(without, through_lane)
+    good = sum(one.status_code == 200 for one in without)
+    assert good >= 12  # good, shuffled and extra columns
+    if query == "?return_votes=true":  # the members answer: never the lane's
+        assert not any(taken)
+    else:
+        assert taken.count(True) == good
