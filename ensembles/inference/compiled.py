@@ -132,11 +132,12 @@ class CompiledModel:
         None where that asks scikit-learn (a row the cast cannot take, a row too close to
         call) or a score is NaN: the caller then asks :meth:`answer`.
 
-        ``X``: one float64 row (shape ``(1, n)``) of finite values below 2**53 in
-        magnitude, as :func:`~ensembles.inference.one_row.record_row` makes it for a lone
-        record.  The rule is applied to the row's Python floats (:func:`decide_row`), and
-        the label is never made, looked up and found again (five small arrays and a dict
-        lookup)."""
+        ``X``: one float64 row (shape ``(1, n)``) of finite values within float32's
+        range, as :func:`~ensembles.inference.one_row.record_row` makes it for a lone
+        record (below 2**53) and the small-table check for a one-row Arrow body
+        (``small_tables._within_float32``).  The rule is applied to the row's Python
+        floats (:func:`decide_row`), and the label is never made, looked up and found
+        again (five small arrays and a dict lookup)."""
         if self.task != "classification" or X.shape[0] != 1 or self.plan.decision == "none":
             return None
         scores = self._checked_margins(X)
@@ -171,8 +172,8 @@ class CompiledModel:
         return None if cast is None else self._scores(cast)
 
     def _checked_margins(self, X: FloatArray) -> FloatArray | None:
-        """:meth:`_margins` of rows known finite and below 2**53 in magnitude (float64,
-        C order): within float32's range, where :func:`cast_rows` only casts (its bound
+        """:meth:`_margins` of rows known finite and within float32's range (float64,
+        C order; see :meth:`row_class`), where :func:`cast_rows` only casts (its bound
         check, two reductions, would hold), for a plan that casts to float32 and nothing
         else; any other plan, shape or dtype takes :meth:`_margins`."""
         plan = self.plan

@@ -141,8 +141,9 @@ class Servable:
         self, names: tuple[str, ...], row: NDArray[Any], options: PredictOptions
     ) -> Prediction | None:
         """The prediction of one checked row ``row`` (shape ``(1, n)``, float64, C order,
-        a column per name of ``names``: a one-row Arrow body read from its bytes and
-        checked, :class:`~ensembles.inference.cells.MatrixRows`), exactly as
+        a column per name of ``names``, every value finite and within float32's range: a
+        one-row Arrow body read from its bytes and checked,
+        :class:`~ensembles.inference.cells.MatrixRows`), exactly as
         ``predict(MatrixColumns(names, row), options)`` gives it, by the lane of lone
         records (:meth:`predict_record`); else None: predict it so.
 
