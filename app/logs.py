@@ -156,8 +156,8 @@ def write_info(
     Python calls (a ``LogRecord`` with fields no line prints, filters, locks, handlers
     looked up level by level), a large share of a one-row prediction's Python
     (issue 24).  The line is the formatter's own, to the byte.  On an event loop it is
-    held by the handler until the loop turn ends (:meth:`_ServiceHandler.hold`): the
-    lines of a turn's requests leave in one write.
+    held by the handler for at most 20 ms (:meth:`_ServiceHandler.hold`): the lines held
+    leave in one write.
     """
     if logger.filters or not logger.isEnabledFor(logging.INFO):
         return False

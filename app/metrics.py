@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import logging
 import threading
-from bisect import bisect_left
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from threading import get_ident
@@ -211,11 +210,8 @@ class Metrics:
                 self._request_children[key] = series
         count = series.count
         if count is not None and get_ident() == self._owner:
-            latency = series.latency
             count.owned += 1.0
-            latency.total.owned += seconds
-            if seconds == seconds:  # (NaN: no bucket, as prometheus-client)
-                latency.buckets[bisect_left(latency.bounds, seconds)].owned += 1.0
+            series.latency.observe(seconds)
         else:
             series.add(1)
             series.observe(seconds)

@@ -65,8 +65,9 @@ class SqlVersions(SqlBase):
         """:meth:`get_version`, answered from memory while the database is unchanged.
 
         For the prediction path: a reference resolved once is reused until anything is
-        committed to the database, by any process (SQLite's ``data_version``, see
-        :mod:`ensembles.registry.changes`); other databases are asked every time.
+        committed to the database, by any process (SQLite's WAL-index header, else its
+        ``data_version``: :mod:`ensembles.registry.changes`); other databases are asked
+        every time.
         """
         token = self._changes.value()
         key = (name, str(ref))
