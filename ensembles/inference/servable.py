@@ -182,7 +182,8 @@ class Servable:
             return None
         if row.dtype != np.float64 or row.shape != (1, len(names)) or not row.flags.c_contiguous:
             return None
-        return self._lane_answer(lane, row, options)
+        picked = self._cells_answer(lane, tuple(row[0].tolist()), options)
+        return picked if picked is not None else self._lane_answer(lane, row, options)
 
     def _lane_for(self, options: PredictOptions) -> RowLane | None:
         """The lane of lone rows, when it can answer ``options`` as ``predict`` would."""
