@@ -172,3 +172,47 @@ def test_a_lone_record_is_answered_from_its_cells(
     assert found[0].predictions == want[0].predictions
     assert found[0].probabilities is not None and want[0].probabilities is not None
     assert found[0].probabilities.tobytes() == want[0].probabilities.tobytes()
+
+
+ROW_VALUES = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.integers(0, 2**64 - 1).map(lambda bits: float(np.uint64(bits).view(np.float64))),
+    st.sampled_from([FLOAT32_MAX, -FLOAT32_MAX, np.nextafter(FLOAT32_MAX, np.inf), -0.0]),
+)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(row=st.lists(ROW_VALUES, min_size=1, max_size=40))
+def test_one_row_s_float32_bound_is_numpy_s(row: list[float]) -> None:
+    """A one-row matrix's bound, held on its Python floats, is ``np.abs(m).max() <= L``."""
+    from ensembles.inference.cells import FLOAT32_LIMIT
+    from ensembles.inference.small_tables import _within_float32
+
+    matrix = np.array([row], dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        want = bool(np.abs(matrix).max() <= FLOAT32_LIMIT)
+    assert _within_float32(matrix) == want
+
+
+@pytest.mark.parametrize("kind", ["forest", "binary_boosting"])
+def test_a_lone_arrow_row_is_answered_from_its_cells(
+    kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``predict_row`` (a checked one-row Arrow body) asks ``cells_class`` too, and gets
+    ``row_class``'s answer."""
+    server = servable(kind)
+    names = tuple(server.signature.feature_names)
+    row = np.full((1, len(names)), 1.25)
+    options = PredictOptions(return_proba=True)
+    engine = engine_of(kind)
+    want = engine.row_class(row)
+    assert want is not None
+
+    def refused(self: CompiledModel, X: Any) -> None:
+        raise AssertionError("row_class was asked")
+
+    monkeypatch.setattr(CompiledModel, "row_class", refused)
+    found = server.predict_row(names, row, options)
+    assert found is not None
+    assert found.probabilities is not None
+    assert found.probabilities.tobytes() == np.asarray(want[1], np.float64).tobytes()
