@@ -42,6 +42,8 @@ from ensembles.inference.gtil import (
     compiled_as,
     decide,
     decide_row,
+    expit_pair,
+    gtil_cells,
     gtil_scores,
     import_model,
     link,
@@ -146,6 +148,37 @@ class CompiledModel:
         proba = self._link(scores)
         plan = self.plan
         index = decide_row((proba if plan.decision == "proba" else scores)[0].tolist(), plan)
+        return None if index is None else (index, proba)
+
+    def cells_class(self, cells: tuple[float, ...]) -> tuple[int, list[float]] | None:
+        """:meth:`row_class` of the row of ``cells`` (Python numbers, finite and within
+        float32's range: a lone record's cells as
+        :func:`~ensembles.inference.one_row.record_cells` checks them), its
+        probabilities as Python floats, without the row's arrays: GTIL is given the
+        cast row straight from ``cells`` (:func:`~ensembles.inference.gtil.gtil_cells`)
+        and the link and the rule work on the floats.  The same class and the same bits
+        as :meth:`row_class` of ``np.array([cells])``; None wherever that would take
+        another way (another plan, link or width, a row too close to call), and
+        ``row_class`` then answers."""
+        plan = self.plan
+        if (
+            self.task != "classification"
+            or plan.decision == "none"
+            or self.single_row is not None
+            or self.threads != 1
+            or len(cells) != self._n_features
+        ):
+            return None
+        scores = gtil_cells(self.model, cells, plan)
+        if scores is None:
+            return None
+        if plan.link == "identity":
+            proba = scores
+        elif plan.link in ("expit", "expit2") and len(scores) == 1:
+            proba = expit_pair(scores[0], plan.link == "expit2")
+        else:
+            return None
+        index = decide_row(proba if plan.decision == "proba" else scores, plan)
         return None if index is None else (index, proba)
 
     def _values(self, Xt: ArrayLike) -> FloatArray:

@@ -38,7 +38,7 @@ from threadpoolctl import ThreadpoolController
 
 from ensembles.catalog import Compiled, kind_of
 from ensembles.inference import library_trees
-from ensembles.inference.gtil_call import predict_direct
+from ensembles.inference.gtil_call import predict_cells, predict_direct
 from ensembles.inference.library_trees import Sum32
 from ensembles.tasks import Task
 
@@ -411,13 +411,30 @@ def _expit_row(raw: float, doubled: bool) -> FloatArray:
     scores, random bit patterns, the overflow edges, infinities, NaN), and it skips the
     five small arrays of the array way (issue 22: 5 us of LightGBM's one-row answer,
     against the forest's 0.5)."""
+    return np.array([expit_pair(raw, doubled)])
+
+
+def expit_pair(raw: float, doubled: bool) -> list[float]:
+    """:func:`_expit_row`'s ``[1 - p, p]`` as Python floats (the same bits: see there)."""
     x = 2.0 * raw if doubled else raw
     try:
         e = math.exp(-x)
     except OverflowError:
         e = math.inf
     p = 1.0 / (1.0 + e)
-    return np.array([[1.0 - p, p]])
+    return [1.0 - p, p]
+
+
+def gtil_cells(model: Any, cells: tuple[float, ...], plan: Plan) -> list[float] | None:
+    """:func:`gtil_scores` of one row given as Python numbers (finite, within float32's
+    range) for a plan that casts to float32 and nothing else, GTIL called directly, as a
+    flat list of Python floats (``gtil_call.predict_cells``); None: not covered, use
+    :func:`gtil_scores` on the cast row."""
+    if not plan.float32 or plan.tiny_as_zero or plan.sum32 is not None or plan.categories:
+        return None
+    if _PREDICT_WITH_CONFIG is None:
+        return None
+    return predict_cells(model, cells, _CONFIGS[plan.margin])
 
 
 def decide(scores: FloatArray, plan: Plan) -> tuple[IntArray, BoolArray]:

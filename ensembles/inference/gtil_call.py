@@ -17,6 +17,7 @@ from __future__ import annotations
 import ctypes
 import threading
 import weakref
+from array import array
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -24,7 +25,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["predict_direct"]
+__all__ = ["predict_cells", "predict_direct"]
 
 FloatArray = NDArray[np.float64]
 Impl = Callable[..., Any]
@@ -180,3 +181,46 @@ def predict_direct(model: Any, X: FloatArray, config: Any, fallback: Impl) -> An
     if status != 0:
         return fallback(model, X, config=config)  # raises treelite's own error
     return out
+
+
+def predict_cells(model: Any, cells: tuple[float, ...], config: Any) -> list[float] | None:
+    """GTIL's output for one row given as Python numbers (``cells``, the model's width, all
+    finite and within float32's range), each rounded to float32 as the engine's cast
+    rounds it, as a flat list of Python floats: :func:`predict_direct`'s answer to that
+    row cast by numpy (``np.asarray(cells, float64).astype(float32).astype(float64)``),
+    the same values (``tests/unit/inference/test_cells_lane.py``); None where the model's
+    layout is not covered (a caller then takes :func:`predict_direct`).
+
+    Why: in a served one-row request the dozen small numpy calls around the C call (the
+    row made, cast twice, the output made, viewed, reshaped and listed) cost far more
+    than in a tight loop (the rest of the request leaves numpy's code and data cold):
+    ~30 us of a one-row request's CPU against ~6 in a loop (issue 24.3).  The ``array``
+    module's casts are C's ``(float)`` and ``(double)`` conversions, as numpy's, and
+    ``array("d", ...)`` of Python ints is ``PyLong_AsDouble``, exact below 2**53 as
+    numpy's."""
+    prepared = _prepared(model, config) if _C is not None else None
+    if (
+        prepared is None
+        or prepared.input_dtype is not np.float64
+        or prepared.output_dtype is not np.float64
+        or len(cells) != prepared.n_features
+    ):
+        return None
+    data = array("d", array("f", cells))
+    out = array("d", bytes(8 * _size(prepared.output_tail)))
+    status = _C[0](  # type: ignore[index]
+        prepared.handle,
+        data.buffer_info()[0],
+        prepared.input_type,
+        1,
+        out.buffer_info()[0],
+        config.handle,
+    )
+    return None if status != 0 else out.tolist()
+
+
+def _size(shape: tuple[int, ...]) -> int:
+    size = 1
+    for n in shape:
+        size *= n
+    return size

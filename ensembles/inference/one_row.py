@@ -33,7 +33,7 @@ from numpy.typing import NDArray
 
 from ensembles.inference.votes import label_lookup
 
-__all__ = ["RowLane", "record_row", "row_lane"]
+__all__ = ["RowLane", "record_cells", "record_row", "row_lane"]
 
 FloatArray = NDArray[np.float64]
 _NUMBERS = frozenset({float, int})
@@ -77,19 +77,21 @@ def row_lane(
     return RowLane(names, cells, None if classes is None else tuple(classes), plain)
 
 
-def record_row(lane: RowLane, instances: object, max_rows: int | None) -> FloatArray | None:
-    """The one row (shape ``(1, n)``, float64, C order) of ``instances`` holding one
-    record, when :func:`~ensembles.inference.check_rows` would check it on its fast path
-    with no warning and give these values; else None (that check then decides).
+def record_cells(lane: RowLane, instances: object, max_rows: int | None) -> tuple[Any, ...] | None:
+    """The cells of ``instances`` holding one record, in the model's column order, when
+    :func:`~ensembles.inference.check_rows` would check it on its fast path with no
+    warning; else None (that check then decides).
 
     The same rule: a list of one dict with exactly the model's columns as keys (no
     extra column: no warning), every cell exactly an ``int`` or a ``float`` (never a
     bool, None or a subclass), every value below 2**53 in magnitude once a float64 (NaN
-    and the infinities fail that comparison).  Read with ``dtype=float64`` the cells
-    are the values ``check_rows`` gets by reading them and casting to float64: an int
-    below 2**53 is exact either way, and above it both refuse the row.  (The sum of the
-    squares below 2.0**106 would hold the bound in one numpy call instead of two, but
-    it overflows, with numpy's warning, for values beyond 1e154.)"""
+    and the infinities fail that).  Held in Python, without an array: an ``int`` below
+    2**53 is a float64 exactly, so comparing the cells themselves is comparing their
+    float64s; NaN and the infinities make the sum NaN or infinite (``total - total`` is
+    then NaN, never 0), and an int too large for a float makes it raise, where reading
+    the cells into a float64 array raised too.  (In a served request the two numpy
+    reductions this replaces cost ~10 us, the rest of the request having left numpy's
+    code cold: issue 24.3.)"""
     if type(instances) is not list or len(instances) != 1:
         return None
     if max_rows is not None and max_rows < 1:
@@ -106,9 +108,21 @@ def record_row(lane: RowLane, instances: object, max_rows: int | None) -> FloatA
     if not set(map(type, cells)) <= _NUMBERS:
         return None
     try:
-        row = np.array(cells, dtype=np.float64)
-    except (OverflowError, ValueError, TypeError):
+        total = sum(cells)
+    except OverflowError:
         return None
-    if not np.abs(row).max() < _EXACT_INT:
+    if total - total != 0:  # NaN or an infinity among the cells
         return None
-    return row.reshape(1, -1)
+    if not (min(cells) > -_EXACT_INT and max(cells) < _EXACT_INT):
+        return None
+    return cells  # type: ignore[no-any-return]
+
+
+def record_row(lane: RowLane, instances: object, max_rows: int | None) -> FloatArray | None:
+    """The one row (shape ``(1, n)``, float64, C order) of ``instances`` holding one
+    record, when :func:`record_cells` takes it (the values ``check_rows`` gets by
+    reading the cells and casting them to float64); else None."""
+    cells = record_cells(lane, instances, max_rows)
+    if cells is None:
+        return None
+    return np.array(cells, dtype=np.float64).reshape(1, -1)

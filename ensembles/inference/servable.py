@@ -33,7 +33,7 @@ from ensembles.errors import Problem
 from ensembles.inference.cells import MatrixColumns, input_error
 from ensembles.inference.compiling import rebuild
 from ensembles.inference.engines import SKLEARN, Answer, Engine, SklearnEngine
-from ensembles.inference.one_row import RowLane, record_row, row_lane
+from ensembles.inference.one_row import RowLane, record_cells, row_lane
 from ensembles.inference.result import Prediction, PredictOptions
 from ensembles.inference.row_parts import RowParts
 from ensembles.inference.votes import (
@@ -132,10 +132,34 @@ class Servable:
         lane = self._lane_for(options)
         if lane is None:
             return None
-        X = record_row(lane, instances, max_rows)
-        if X is None:
+        cells = record_cells(lane, instances, max_rows)
+        if cells is None:
             return None
+        picked = self._cells_answer(lane, cells, options)
+        if picked is not None:
+            return picked, []
+        X = np.array(cells, dtype=np.float64).reshape(1, -1)  # record_row's row
         return self._lane_answer(lane, X, options), []
+
+    def _cells_answer(
+        self, lane: RowLane, cells: tuple[Any, ...], options: PredictOptions
+    ) -> Prediction | None:
+        """:meth:`_lane_answer` of the row of ``cells`` by a compiled engine's class of
+        the cells themselves (``CompiledModel.cells_class``: the row's arrays never made,
+        the probabilities one array at the end), when it takes them; else None."""
+        if lane.classes is None or not lane.plain_positions:
+            return None
+        engine = self.engine_for(1)
+        cells_class = getattr(engine, "cells_class", None)
+        picked = cells_class(cells) if cells_class is not None else None
+        if picked is None:
+            return None
+        index, proba = picked
+        return Prediction(
+            predictions=[lane.classes[index]],
+            probabilities=np.array([proba], dtype=np.float64) if options.return_proba else None,
+            engine=engine.name,
+        )
 
     def predict_row(
         self, names: tuple[str, ...], row: NDArray[Any], options: PredictOptions
@@ -158,7 +182,8 @@ class Servable:
             return None
         if row.dtype != np.float64 or row.shape != (1, len(names)) or not row.flags.c_contiguous:
             return None
-        return self._lane_answer(lane, row, options)
+        picked = self._cells_answer(lane, tuple(row[0].tolist()), options)
+        return picked if picked is not None else self._lane_answer(lane, row, options)
 
     def _lane_for(self, options: PredictOptions) -> RowLane | None:
         """The lane of lone rows, when it can answer ``options`` as ``predict`` would."""

@@ -161,13 +161,13 @@ def record_of(i: int) -> dict[str, Any]:
 
 def counted_row_checks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Counts the one-by-one checks of records (``check_rows``' fast way, and the lane of
-    lone records' check, ``one_row.record_row``), as they run."""
+    lone records' check, ``one_row.record_cells``), as they run."""
     from ensembles.inference import rows as rows_module
     from ensembles.inference import servable as servable_module
 
     calls: list[int] = []
     original = rows_module._numeric_records
-    lone = servable_module.record_row
+    lone = servable_module.record_cells
 
     def counting(records: Any, names: Any) -> Any:
         calls.append(len(records))
@@ -178,7 +178,7 @@ def counted_row_checks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
         return lone(lane, instances, max_rows)
 
     monkeypatch.setattr(rows_module, "_numeric_records", counting)
-    monkeypatch.setattr(servable_module, "record_row", counting_lone)
+    monkeypatch.setattr(servable_module, "record_cells", counting_lone)
     return calls
 
 

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from ensembles.errors import EnsembleError
-from ensembles.inference import CompiledModel, Prediction, PredictOptions, check_rows
+from ensembles.inference import CompiledModel, Prediction, PredictOptions, check_rows, compiled
 from ensembles.inference.gtil import TIE_MARGIN, Plan, decide, decide_row
 from ensembles.inference.one_row import record_row
 from tests.unit.inference import test_batches
@@ -146,8 +146,8 @@ def test_the_lane_declines_what_the_general_way_refuses_or_warns_about() -> None
 def test_a_row_too_close_to_call_is_left_to_the_general_way(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """``row_class`` declines a tie; the lane then takes the engine's general answer
-    (whose label comes from scikit-learn), the same as ``predict``'s."""
+    """``row_class`` and ``cells_class`` decline a tie; the lane then takes the engine's
+    general answer (whose label comes from scikit-learn), the same as ``predict``'s."""
     server = servable("forest")
     engine = server.engine_for(1)
     assert isinstance(engine, CompiledModel)
@@ -155,8 +155,10 @@ def test_a_row_too_close_to_call_is_left_to_the_general_way(
     tied = np.array([[0.5, 0.5, 0.0]])
     monkeypatch.setattr(CompiledModel, "_margins", lambda self, X: tied)
     monkeypatch.setattr(CompiledModel, "_checked_margins", lambda self, X: tied)
+    monkeypatch.setattr(compiled, "gtil_cells", lambda model, cells, plan: tied[0].tolist())
     X = np.ones((1, len(record)))
     assert engine.row_class(X) is None
+    assert engine.cells_class(tuple(X[0].tolist())) is None
     found = server.predict_record([record], PredictOptions(return_proba=True), None)
     assert found is not None
     want = general("forest", record, PredictOptions(return_proba=True))
