@@ -103,16 +103,19 @@ def member_pass(
     oob: bool,
     sample: NDArray[np.intp] | None,
     max_sampled: int,
+    codes: NDArray[np.intp] | None = None,
 ) -> MemberPass:
     """Every member once over ``X`` (on the threads joblib allows), summed in member order.
 
     ``oob``: ``X`` are the training rows in fitting order; tally each member's rows out of
     its sample.  ``sample``: the rows the diversity measures judge (None: all), for the
     first ``max_sampled`` members (with ``oob``: of those that left some row out).
+    ``codes``: ``metrics.class_codes(y, classes)`` of a classification, when made.
     """
     members = members_of(ensemble, with_samples=oob)
     n, k = X.shape[0], len(classes)
-    codes = metrics.class_codes(y, classes) if task == "classification" else None
+    if codes is None and task == "classification":
+        codes = metrics.class_codes(y, classes)
     chosen = np.arange(n) if sample is None else sample
     total = np.zeros((n, k)) if task == "classification" else np.zeros(n)
     tally = _tally(members, n, task, k) if oob else None
