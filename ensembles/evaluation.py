@@ -28,7 +28,7 @@ from ensembles.data import TrainingData
 from ensembles.fit_errors import scikit_learn_errors
 from ensembles.kinds import OwnReport
 from ensembles.kinds.base import FitAnswers
-from ensembles.member_pass import MemberPass, member_pass, shares_pass
+from ensembles.member_pass import Ahead, MemberPass, member_pass, shares_pass, walk_ahead
 from ensembles.members import predicted_labels
 from ensembles.science import bias_variance, measures
 from ensembles.science.oof import FoldCollector
@@ -86,13 +86,29 @@ class Scores:
     judged: measures.Judged | None = None
 
 
-def score_fit(fit: Fit, rows: Rows, random_state: int, notes: list[str]) -> Scores:
-    """Scores on the training and hold-out rows, OOB, the members' own and the curve."""
+def score_fit(
+    fit: Fit, rows: Rows, random_state: int, notes: list[str], ahead: Ahead | None = None
+) -> Scores:
+    """Scores on the training and hold-out rows, OOB, the members' own and the curve
+    (``ahead``: the training rows' pass prepared before, :func:`walks_ahead`)."""
+    if ahead is not None and ahead.X is fit.Xt:  # walks_ahead made score_fit's own checks
+        return _score_by_members(fit, rows, random_state, notes, ahead)
     if shares_pass(fit.ensemble, fit.kind.combination, fit.kind.members):
         Xtt = np.asarray(fit.pipeline[:-1].transform(rows.X_train))
         if same_rows(Xtt, fit.Xt):  # else scored as any other kind
-            return _score_by_members(fit, rows, random_state, notes)
+            return _score_by_members(fit, rows, random_state, notes, ahead)
     return _score_each(fit, rows, random_state, notes)
+
+
+def walks_ahead(fit: Fit, rows: Rows) -> Ahead | None:
+    """The training rows' pass of a forest prepared, and its trees' leaves walked on a
+    thread from now (:mod:`ensembles.leaf_walks`), for :func:`score_fit`; None for a
+    model whose figures do not come from such a pass (score_fit's own tests)."""
+    if not shares_pass(fit.ensemble, fit.kind.combination, fit.kind.members):
+        return None
+    if not same_rows(np.asarray(fit.pipeline[:-1].transform(rows.X_train)), fit.Xt):
+        return None
+    return walk_ahead(fit.ensemble, fit.Xt)
 
 
 def _score_each(fit: Fit, rows: Rows, random_state: int, notes: list[str]) -> Scores:
@@ -224,6 +240,15 @@ def _scored_rows(fit: Fit, rows: Rows) -> NDArray[Any]:
     return fit.Xht if fit.Xht is not None else np.asarray(fit.pipeline[:-1].transform(rows.X_hold))
 
 
+def scored_rows(fit: Fit, rows: Rows) -> NDArray[Any]:
+    """``Scores.Xbt`` before the scores of a forest that :func:`walks_ahead` prepared
+    (``_score_by_members``' rows): the training rows as fitted, else the hold-out rows
+    preprocessed."""
+    if rows.X_hold is None:
+        return fit.Xt
+    return np.asarray(fit.pipeline[:-1].transform(rows.X_hold))
+
+
 def _kept_on_these_rows(
     fit: Fit, rows: Rows, Xbt: NDArray[Any], marks: list[int], kept: FitAnswers
 ) -> bool:
@@ -246,7 +271,9 @@ def same_rows(a: NDArray[Any], b: NDArray[Any]) -> bool:
     return bool(np.array_equal(a, b) or np.array_equal(a, b, equal_nan=True))
 
 
-def _score_by_members(fit: Fit, rows: Rows, random_state: int, notes: list[str]) -> Scores:
+def _score_by_members(
+    fit: Fit, rows: Rows, random_state: int, notes: list[str], ahead: Ahead | None = None
+) -> Scores:
     """Forests and the bagging family: the same figures from one pass of the members over
     the training rows and one over the hold-out rows (:mod:`ensembles.member_pass`)."""
     spec, task, classes, ensemble = fit.spec, fit.task, fit.classes, fit.ensemble
@@ -256,8 +283,9 @@ def _score_by_members(fit: Fit, rows: Rows, random_state: int, notes: list[str])
     codes = _codes(fit, rows.y_train)
     with scikit_learn_errors("score this model on its training rows", spec, task, ("ensemble",)):
         on_rows = _pass(
-            fit, fit.Xt, rows.y_train, oob=True, sample=not held, seed=random_state, codes=codes
-        )
+            fit, fit.Xt, rows.y_train, oob=True, sample=not held, seed=random_state,
+            codes=codes, ahead=ahead,
+        )  # fmt: skip
         on_train = _pass_scores(fit, on_rows, rows.y_train, codes)
     holdout: metrics.Scores | None = None
     basis, Xbt, yb, judged = "train", fit.Xt, rows.y_train, on_rows
@@ -319,13 +347,14 @@ def _pass(
     sample: bool,
     seed: int,
     codes: NDArray[np.intp] | None = None,
+    ahead: Ahead | None = None,
 ) -> MemberPass:
     """The members once over ``X``; ``sample``: keep the outputs diversity judges;
-    ``codes``: ``y``'s class codes, when made."""
+    ``codes``: ``y``'s class codes, when made; ``ahead``: see ``member_pass``."""
     rows = measures.sample_rows(len(y), seed) if sample else None
     return member_pass(
         fit.ensemble, X, y, fit.task, fit.classes, oob=oob, sample=rows,
-        max_sampled=measures.MAX_MEMBERS if sample else 0, codes=codes,
+        max_sampled=measures.MAX_MEMBERS if sample else 0, codes=codes, ahead=ahead,
     )  # fmt: skip
 
 

@@ -286,14 +286,15 @@ def test_a_forest_check_holds_gtil_until_the_summary_begins(
 ) -> None:
     """shap's TreeSHAP holds the GIL on one core: GTIL's answers wait for it and take the
     other core then, instead of taking a core from the figures (fails on the code before:
-    GTIL answered during the figures)."""
+    GTIL answered during the figures).  A forest is explained before its figures
+    (``ensembles.leaf_walks``): GTIL answers as the summary begins, the figures after."""
     raw = {"kind": "random_forest", "params": {"n_estimators": 12}}
     after = _train("breast_cancer", raw)
     verdict = EngineVerdict("classification", RS, 2)
     events, explaining = _events(monkeypatch, verdict, hold_s=2.0)
     fitted = _train("breast_cancer", raw, on_fitted=verdict.start, on_explaining=explaining)
     result = verdict.result()
-    assert events == ["figures", "explaining", "gtil"]
+    assert events == ["explaining", "gtil", "figures"]
     assert result["engine"] == ENGINE
     assert fitted.metrics.model_dump() == after.metrics.model_dump()
     verdict_after = inference_verdict(after.pipeline, "classification", after.train_rows, RS, 2)
