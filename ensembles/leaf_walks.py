@@ -11,11 +11,14 @@ leaves meanwhile (:class:`LeafWalks`), and the pass then reads each walked membe
 answer from its leaves instead of walking it again.
 
 The walker runs at the lowest CPU priority (``nice`` 19 for its thread): it takes only
-what the summary and the check leave, never their core.  It walks the members in order,
-keeps each one's leaves in the smallest unsigned integers that hold its node count, and
-stops at :meth:`LeafWalks.stop` (the pass begins: it walks the rest itself) or at
-``BUDGET_BYTES`` of leaves kept.  A leaf is what the tree's ``apply`` gives for the same
-rows, and the answer is read from it as scikit-learn's ``Tree.predict`` reads it
+what the summary and the check leave, never their core.  It walks the members from the
+last one back (the pass answers them from the first), keeps each one's leaves in the
+smallest unsigned integers that hold its node count, and goes on through the pass's
+first steps (one core: the members' bootstrap rows, the labels' codes), skipping the
+trees the pass took, until the pass ends (:meth:`LeafWalks.stop`) or ``BUDGET_BYTES`` of
+leaves are held.  The pass never waits for it: a tree not walked yet when the pass needs
+it is walked by the pass, as before.  A leaf is what the tree's ``apply`` gives for the
+same rows, and the answer is read from it as scikit-learn's ``Tree.predict`` reads it
 (``value.take(leaves, axis=0, mode="clip")``): the same numbers, bit for bit
 (``tests/unit/test_leaf_walks.py``).
 """
@@ -43,14 +46,23 @@ NICE = 19  # the walker's thread: the lowest priority, idle CPU only
 
 class LeafWalks:
     """Each tree of ``trees`` walked over ``X`` (float32, C-contiguous, as the trees read
-    it) on a thread of its own, in order, until :meth:`stop` or the budget."""
+    it) on a thread of its own, from the last one back, until :meth:`stop`, skipping the
+    trees the pass took already, with at most ``budget`` bytes of leaves held at once.
+
+    The pass never waits for the walker: :meth:`take` gives a tree's leaves when they are
+    walked, else marks the tree as the pass's own (the walker skips it; a walk of it
+    under way is thrown away)."""
 
     def __init__(
         self, trees: Sequence[BaseDecisionTree], X: NDArray[np.float32], budget: int = BUDGET_BYTES
     ) -> None:
         self.X, self.budget = X, budget
+        self.given = 0  # trees whose leaves the pass took
         self._trees = list(trees)
         self._leaves: dict[int, NDArray[np.unsignedinteger[Any]]] = {}
+        self._taken: set[int] = set()
+        self._held = 0
+        self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._walk, name="leaf-walks", daemon=True)
 
@@ -59,30 +71,44 @@ class LeafWalks:
         return self
 
     def stop(self) -> None:
-        """No more walks; returns once the one under way has ended (at most one tree)."""
+        """No more walks (a walk under way ends on its own, its leaves unused)."""
         self._stop.set()
-        if self._thread.ident is not None:
-            self._thread.join()
 
-    def leaves(self, i: int) -> NDArray[np.unsignedinteger[Any]] | None:
-        """Tree ``i``'s leaves for every row of ``X`` (None: not walked).  Call after
-        :meth:`stop`."""
-        return self._leaves.get(i)
+    def take(self, i: int) -> NDArray[np.unsignedinteger[Any]] | None:
+        """Tree ``i``'s leaves for every row of ``X``, or None: the caller walks it (it
+        is then the caller's: never walked here after this)."""
+        with self._lock:
+            self._taken.add(i)
+            leaves = self._leaves.pop(i, None)
+            if leaves is not None:
+                self._held -= leaves.nbytes
+                self.given += 1
+            return leaves
 
     def __len__(self) -> int:
-        return len(self._leaves)
+        """Trees walked and not taken yet."""
+        with self._lock:
+            return len(self._leaves)
 
     def _walk(self) -> None:
         _lowest_priority()
-        spent = 0
         try:
-            for i, tree in enumerate(self._trees):
+            # From the last tree back: the pass takes them from the first, so the two
+            # meet once and neither walks a tree the other is walking.
+            for i in reversed(range(len(self._trees))):
+                tree = self._trees[i]
                 dtype = _leaf_dtype(tree.tree_.node_count)
                 size = self.X.shape[0] * dtype.itemsize
-                if self._stop.is_set() or spent + size > self.budget:
-                    return
-                self._leaves[i] = tree.tree_.apply(self.X).astype(dtype)
-                spent += size
+                with self._lock:
+                    if self._stop.is_set() or self._held + size > self.budget:
+                        return
+                    if i in self._taken:
+                        continue
+                leaves = tree.tree_.apply(self.X).astype(dtype)
+                with self._lock:
+                    if i not in self._taken and not self._stop.is_set():
+                        self._leaves[i] = leaves
+                        self._held += size
         except Exception:  # the pass walks what is missing itself, and raises as it would
             log.debug("leaf walks stopped", exc_info=True)
 

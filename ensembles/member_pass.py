@@ -89,7 +89,8 @@ class _Answer:
 @dataclass
 class Ahead:
     """A pass's rows prepared before it (``_rows_for``) and its trees' leaves on them,
-    walked meanwhile (:mod:`ensembles.leaf_walks`); for the pass over ``X`` only."""
+    walked meanwhile and through the pass (:mod:`ensembles.leaf_walks`); for the pass
+    over ``X`` only."""
 
     X: FloatArray
     rows: NDArray[Any]
@@ -141,8 +142,9 @@ def member_pass(
     its sample.  ``sample``: the rows the diversity measures judge (None: all), for the
     first ``max_sampled`` members (with ``oob``: of those that left some row out).
     ``codes``: ``metrics.class_codes(y, classes)`` of a classification, when made.
-    ``ahead``: these rows prepared and their leaves walked before (:func:`walk_ahead`, on
-    this very ``X``; stopped here): a walked member's answer is read from its leaves.
+    ``ahead``: these rows prepared and their leaves walked beside (:func:`walk_ahead`, on
+    this very ``X``; stopped at the end): a walked member's answer is read from its
+    leaves, the others are asked as before.
     """
     members = members_of(ensemble, with_samples=oob)
     n, k = X.shape[0], len(classes)
@@ -156,7 +158,6 @@ def member_pass(
     kept: list[tuple[Member, NDArray[Any], NDArray[np.bool_]]] = []
     walks: LeafWalks | None = None
     if ahead is not None and ahead.X is X:
-        ahead.stop()
         ordered, order, checked, walks = ahead.rows, ahead.order, True, ahead.walks
     else:
         ordered, order, checked = _rows_for(members, X)
@@ -170,6 +171,8 @@ def member_pass(
         if len(kept) < max_sampled and (not oob or (mask is not None and mask.any())):
             valid = np.ones(len(chosen), dtype=bool) if mask is None else mask[chosen]
             kept.append((m, answer.sampled, valid))
+    if walks is not None:
+        walks.stop()  # every tree answered (train() stops it too, whatever happened)
     total /= len(members)
     return MemberPass(total, primaries, tally, _sampled(kept, len(members)), sample)
 
@@ -221,7 +224,7 @@ def _answers(
         return answers if order is None else order.back(answers)
 
     def walked(m: Member) -> NDArray[Any] | None:
-        leaves = None if walks is None else walks.leaves(index[id(m)])
+        leaves = None if walks is None else walks.take(index[id(m)])
         if leaves is None:
             return None
         return answer_from_leaves(m.estimator, leaves, task == "classification")

@@ -97,6 +97,11 @@ OnFitted = Callable[[Pipeline, pd.DataFrame], Callable[[], None]]
 # train() gives up): work beside the measuring may hold what is best run beside the
 # summary until then (the engine verdict's GTIL answers, beside shap's TreeSHAP).
 OnExplaining = Callable[[], None]
+# Called as the figures begin (after the summary when a forest is explained first; or,
+# when the summary or the figures fail, as train() gives up): the engine verdict's
+# scikit-learn side, which needs the GIL for every tree, waits for it instead of taking
+# turns with shap's TreeSHAP.
+OnMeasuring = Callable[[], None]
 # Called once the fit has returned with the answers it kept on the training rows
 # (``FitAnswers.train``: a boosting library's ``predict_proba`` or ``predict`` on them, in
 # their order), or None: the engine check need not ask the library for them again.
@@ -130,11 +135,13 @@ def train(
     on_fitted: OnFitted | None = None,
     on_explaining: OnExplaining | None = None,
     on_answers: OnAnswers | None = None,
+    on_measuring: OnMeasuring | None = None,
 ) -> FittedModel:
     """Split, fit, measure.  ``spec`` must come from ``validation.resolve_ensemble``;
     members are fitted on ``pool`` (default: a thread per CPU of this process);
     ``on_fitted``: work beside the measuring (see :data:`OnFitted`); ``on_explaining``:
-    see :data:`OnExplaining`; ``on_answers``: see :data:`OnAnswers`."""
+    see :data:`OnExplaining`; ``on_answers``: see :data:`OnAnswers`; ``on_measuring``:
+    see :data:`OnMeasuring`."""
     run = Run(on_progress, cancel, pool or MemberPool.local())
     started = time.perf_counter()
     notes: list[str] = []
@@ -142,6 +149,7 @@ def train(
     _check_evaluation(evaluation, rows, data.task)
     run.check()
     explaining = on_explaining or (lambda: None)
+    measuring = on_measuring or (lambda: None)
     early: list[Callable[[], None]] = []  # on_fitted's wait, when the fit started it
 
     def final(pipeline: Pipeline) -> None:
@@ -166,9 +174,11 @@ def train(
     try:
         if ahead is not None:  # explained first, the trees' leaves walked beside it
             scores, cv, science = _explained_first(
-                fit, rows, data, evaluation, random_state, run, notes, timings, ahead, explaining
-            )
+                fit, rows, data, evaluation, random_state, run, notes, timings, ahead,
+                explaining, measuring,
+            )  # fmt: skip
         else:
+            measuring()
             scores, cv, science = _measure(
                 fit, rows, data, evaluation, random_state, run, notes, timings
             )
@@ -178,7 +188,8 @@ def train(
                 science["explanations"] = _explanations(fit, rows, scores.Xbt, notes)
             timings["explanations_s"] = round(time.perf_counter() - explained_at, 3)
     except BaseException:
-        explaining()  # nothing waits for a summary that will not run
+        explaining()  # nothing waits for a summary (or figures) that will not run
+        measuring()
         raise
     finally:
         if ahead is not None:
@@ -282,11 +293,13 @@ def _explained_first(
     timings: dict[str, Any],
     ahead: Ahead,
     explaining: OnExplaining,
+    measuring: OnMeasuring,
 ) -> tuple[Scores, metrics.Scores | None, dict[str, Any]]:
     """The summary, then the other figures (``_measure``), for a forest whose summary is
     shap's TreeSHAP: it holds the GIL on one core for seconds, and beside it only native
     work runs, so the trees' leaves for the figures' pass are walked then (``ahead``,
-    started; :mod:`ensembles.leaf_walks`) with the compiled engine's check.  The same
+    started; :mod:`ensembles.leaf_walks`) with the compiled engine's GTIL answers; its
+    scikit-learn side waits for the figures (``measuring``).  The same
     figures and notes, in the same order, as the other way round."""
     explaining()
     explained_at = time.perf_counter()
@@ -294,12 +307,12 @@ def _explained_first(
     with run.predicting():
         explanations = _explanations(fit, rows, scored_rows(fit, rows), own)
     timings["explained_first_s"] = round(time.perf_counter() - explained_at, 3)
-    ahead.stop()
-    timings["walked_ahead"] = len(ahead.walks)
+    measuring()
     run.check()
     scores, cv, science = _measure(
         fit, rows, data, evaluation, random_state, run, notes, timings, ahead
     )
+    timings["walked_ahead"] = ahead.walks.given
     science["explanations"] = explanations
     notes += own
     timings["explanations_s"] = timings.pop("explained_first_s")

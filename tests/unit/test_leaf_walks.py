@@ -44,7 +44,7 @@ def test_answers_from_leaves_are_the_trees_own(classes: int) -> None:
     assert _walked(walks, len(forest.estimators_))
     walks.stop()
     for i, tree in enumerate(forest.estimators_):
-        leaves = walks.leaves(i)
+        leaves = walks.take(i)
         assert leaves is not None and leaves.dtype == np.uint16
         read = answer_from_leaves(tree, leaves, classifier=True)
         own = tree.predict_proba(X, check_input=False)
@@ -59,7 +59,7 @@ def test_answers_from_leaves_are_a_regressors_own() -> None:
     assert _walked(walks, len(forest.estimators_))
     walks.stop()
     for i, tree in enumerate(forest.estimators_):
-        leaves = walks.leaves(i)
+        leaves = walks.take(i)
         assert leaves is not None
         read = answer_from_leaves(tree, leaves, classifier=False)
         np.testing.assert_array_equal(read, tree.predict(X, check_input=False))
@@ -71,10 +71,16 @@ def test_walks_keep_to_their_budget_and_stop() -> None:
     per_tree = X.shape[0] * 2  # uint16 leaves
     walks = LeafWalks(forest.estimators_, X, budget=3 * per_tree).start()
     walks._thread.join(WAIT_S)
-    assert len(walks) == 3
-    assert [walks.leaves(i) is not None for i in range(5)] == [True] * 3 + [False] * 2
+    assert len(walks) == 3  # from the last tree back
+    assert [walks.take(i) is not None for i in range(10)] == [False] * 7 + [True] * 3
+    assert walks.given == 3 and len(walks) == 0
+    taken = LeafWalks(forest.estimators_, X)
+    assert taken.take(9) is None and taken.take(4) is None  # the pass's own from now
+    taken.start()._thread.join(WAIT_S)
+    assert len(taken) == 8 and taken.take(9) is None and taken.take(8) is not None
     stopped = LeafWalks(forest.estimators_, X)
-    stopped.stop()  # never started: nothing to wait for
+    stopped.stop()
+    stopped.start()._thread.join(WAIT_S)
     assert len(stopped) == 0
 
 
