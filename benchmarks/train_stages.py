@@ -110,6 +110,7 @@ def main() -> None:
         on_fitted=verdict.start if as_job else None,
         on_explaining=verdict.explaining if as_job else None,
         on_answers=verdict.answered if as_job else None,
+        on_measuring=verdict.measuring if as_job else None,
     )
     trained = time.perf_counter()
     if as_job:

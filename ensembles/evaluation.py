@@ -28,7 +28,7 @@ from ensembles.data import TrainingData
 from ensembles.fit_errors import scikit_learn_errors
 from ensembles.kinds import OwnReport
 from ensembles.kinds.base import FitAnswers
-from ensembles.member_pass import MemberPass, member_pass, shares_pass
+from ensembles.member_pass import Ahead, MemberPass, member_pass, shares_pass, walk_ahead
 from ensembles.members import predicted_labels
 from ensembles.science import bias_variance, measures
 from ensembles.science.oof import FoldCollector
@@ -86,13 +86,29 @@ class Scores:
     judged: measures.Judged | None = None
 
 
-def score_fit(fit: Fit, rows: Rows, random_state: int, notes: list[str]) -> Scores:
-    """Scores on the training and hold-out rows, OOB, the members' own and the curve."""
+def score_fit(
+    fit: Fit, rows: Rows, random_state: int, notes: list[str], ahead: Ahead | None = None
+) -> Scores:
+    """Scores on the training and hold-out rows, OOB, the members' own and the curve
+    (``ahead``: the training rows' pass prepared before, :func:`walks_ahead`)."""
+    if ahead is not None and ahead.X is fit.Xt:  # walks_ahead made score_fit's own checks
+        return _score_by_members(fit, rows, random_state, notes, ahead)
     if shares_pass(fit.ensemble, fit.kind.combination, fit.kind.members):
         Xtt = np.asarray(fit.pipeline[:-1].transform(rows.X_train))
-        if np.array_equal(Xtt, fit.Xt, equal_nan=True):  # else scored as any other kind
-            return _score_by_members(fit, rows, random_state, notes)
+        if same_rows(Xtt, fit.Xt):  # else scored as any other kind
+            return _score_by_members(fit, rows, random_state, notes, ahead)
     return _score_each(fit, rows, random_state, notes)
+
+
+def walks_ahead(fit: Fit, rows: Rows) -> Ahead | None:
+    """The training rows' pass of a forest prepared, and its trees' leaves walked on a
+    thread from now (:mod:`ensembles.leaf_walks`), for :func:`score_fit`; None for a
+    model whose figures do not come from such a pass (score_fit's own tests)."""
+    if not shares_pass(fit.ensemble, fit.kind.combination, fit.kind.members):
+        return None
+    if not same_rows(np.asarray(fit.pipeline[:-1].transform(rows.X_train)), fit.Xt):
+        return None
+    return walk_ahead(fit.ensemble, fit.Xt)
 
 
 def _score_each(fit: Fit, rows: Rows, random_state: int, notes: list[str]) -> Scores:
@@ -224,6 +240,15 @@ def _scored_rows(fit: Fit, rows: Rows) -> NDArray[Any]:
     return fit.Xht if fit.Xht is not None else np.asarray(fit.pipeline[:-1].transform(rows.X_hold))
 
 
+def scored_rows(fit: Fit, rows: Rows) -> NDArray[Any]:
+    """``Scores.Xbt`` before the scores of a forest that :func:`walks_ahead` prepared
+    (``_score_by_members``' rows): the training rows as fitted, else the hold-out rows
+    preprocessed."""
+    if rows.X_hold is None:
+        return fit.Xt
+    return np.asarray(fit.pipeline[:-1].transform(rows.X_hold))
+
+
 def _kept_on_these_rows(
     fit: Fit, rows: Rows, Xbt: NDArray[Any], marks: list[int], kept: FitAnswers
 ) -> bool:
@@ -246,27 +271,38 @@ def same_rows(a: NDArray[Any], b: NDArray[Any]) -> bool:
     return bool(np.array_equal(a, b) or np.array_equal(a, b, equal_nan=True))
 
 
-def _score_by_members(fit: Fit, rows: Rows, random_state: int, notes: list[str]) -> Scores:
+def _score_by_members(
+    fit: Fit, rows: Rows, random_state: int, notes: list[str], ahead: Ahead | None = None
+) -> Scores:
     """Forests and the bagging family: the same figures from one pass of the members over
     the training rows and one over the hold-out rows (:mod:`ensembles.member_pass`)."""
     spec, task, classes, ensemble = fit.spec, fit.task, fit.classes, fit.ensemble
     held = rows.X_hold is not None and rows.y_hold is not None
+    # The training labels' class codes, once for the pass, its scores and the OOB scores
+    # (each hashed the 200,000 labels again: ~0.3 s on the job's path, on one core).
+    codes = _codes(fit, rows.y_train)
     with scikit_learn_errors("score this model on its training rows", spec, task, ("ensemble",)):
-        on_rows = _pass(fit, fit.Xt, rows.y_train, oob=True, sample=not held, seed=random_state)
-        on_train = _pass_scores(fit, on_rows, rows.y_train)
+        on_rows = _pass(
+            fit, fit.Xt, rows.y_train, oob=True, sample=not held, seed=random_state,
+            codes=codes, ahead=ahead,
+        )  # fmt: skip
+        on_train = _pass_scores(fit, on_rows, rows.y_train, codes)
     holdout: metrics.Scores | None = None
     basis, Xbt, yb, judged = "train", fit.Xt, rows.y_train, on_rows
     if held:
         assert rows.X_hold is not None and rows.y_hold is not None
         with scikit_learn_errors("score this model on the hold-out rows", spec, task, HOLDOUT):
             Xbt = np.asarray(fit.pipeline[:-1].transform(rows.X_hold))
-            judged = _pass(fit, Xbt, rows.y_hold, oob=False, sample=True, seed=random_state)
-            holdout = _pass_scores(fit, judged, rows.y_hold)
+            held_codes = _codes(fit, rows.y_hold)
+            judged = _pass(
+                fit, Xbt, rows.y_hold, oob=False, sample=True, seed=random_state, codes=held_codes
+            )
+            holdout = _pass_scores(fit, judged, rows.y_hold, held_codes)
         basis, yb = "holdout", rows.y_hold
     else:
         notes.append("no hold-out set (holdout_fraction = 0)")
     with scikit_learn_errors("measure this model's members", spec, task, ("ensemble",)):
-        oob, oob_curve = _oob(fit, rows.y_train, notes, on_rows.oob_tallies())
+        oob, oob_curve = _oob(fit, rows.y_train, notes, on_rows.oob_tallies(), codes)
         members, _ = metrics.member_scores(
             ensemble, Xbt, yb, task, classes, basis, walk=fit.kind.members,
             primaries=judged.primaries,
@@ -297,23 +333,47 @@ def _judged(fit: Fit, answered: MemberPass, y: NDArray[Any], held: bool) -> meas
     return "holdout", answered.sampled, y[chosen], answer[chosen]
 
 
+def _codes(fit: Fit, y: NDArray[Any]) -> NDArray[np.intp] | None:
+    """``metrics.class_codes(y, fit.classes)`` of a classification (None: a regression)."""
+    return metrics.class_codes(y, fit.classes) if fit.task == "classification" else None
+
+
 def _pass(
-    fit: Fit, X: NDArray[Any], y: NDArray[Any], *, oob: bool, sample: bool, seed: int
+    fit: Fit,
+    X: NDArray[Any],
+    y: NDArray[Any],
+    *,
+    oob: bool,
+    sample: bool,
+    seed: int,
+    codes: NDArray[np.intp] | None = None,
+    ahead: Ahead | None = None,
 ) -> MemberPass:
-    """The members once over ``X``; ``sample``: keep the outputs diversity judges."""
+    """The members once over ``X``; ``sample``: keep the outputs diversity judges;
+    ``codes``: ``y``'s class codes, when made; ``ahead``: see ``member_pass``."""
     rows = measures.sample_rows(len(y), seed) if sample else None
     return member_pass(
         fit.ensemble, X, y, fit.task, fit.classes, oob=oob, sample=rows,
-        max_sampled=measures.MAX_MEMBERS if sample else 0,
+        max_sampled=measures.MAX_MEMBERS if sample else 0, codes=codes, ahead=ahead,
     )  # fmt: skip
 
 
-def _pass_scores(fit: Fit, answered: MemberPass, y: NDArray[Any]) -> metrics.Scores:
-    """The API's scores of the ensemble's answer in a pass (``_evaluate``'s figures)."""
+def _pass_scores(
+    fit: Fit, answered: MemberPass, y: NDArray[Any], codes: NDArray[np.intp] | None = None
+) -> metrics.Scores:
+    """The API's scores of the ensemble's answer in a pass (``_evaluate``'s figures;
+    ``codes``: ``y``'s class codes, when made)."""
     if fit.task == "regression":
         return metrics.score(fit.task, y, answered.combined)
-    labels = answered.labels(np.asarray(fit.ensemble.classes_))
-    return metrics.score(fit.task, y, labels, answered.combined, fit.classes)
+    own = np.asarray(fit.ensemble.classes_)
+    index = np.argmax(answered.combined, axis=1)
+    labels = own.take(index, axis=0)  # answered.labels(own)
+    # ``fit.classes`` are ``classes_`` (unique): a label's code is its index, not hashed.
+    same = list(own) == list(fit.classes)
+    return metrics.score(
+        fit.task, y, labels, answered.combined, fit.classes,
+        predicted_codes=index if same else None, true_codes=codes,
+    )  # fmt: skip
 
 
 def _oob(
@@ -321,9 +381,11 @@ def _oob(
     y_train: NDArray[Any],
     notes: list[str],
     tallied: metrics.OobTallies | None = None,
+    codes: NDArray[np.intp] | None = None,
 ) -> tuple[metrics.Scores | None, list[dict[str, Any]]]:
     """The OOB scores and curve: the own algorithm's sums, else the members' OOB rows
-    (``tallied``: as a pass over them counted them)."""
+    (``tallied``: as a pass over them counted them; ``codes``: ``y_train``'s class codes,
+    when made)."""
     own, kind, task, classes = fit.own, fit.kind, fit.task, fit.classes
     if own is not None and own.oob_sums is not None and own.oob_counts is not None:
         oob = metrics.oob_from_sums(own.oob_sums, own.oob_counts, y_train, task, classes)
@@ -331,8 +393,9 @@ def _oob(
         oob_curve = metrics.thinned(own.oob_points)
     else:
         oob, reason, oob_curve = metrics.oob_scores(
-            fit.ensemble, fit.Xt, y_train, task, classes, source=kind.oob, tallied=tallied
-        )
+            fit.ensemble, fit.Xt, y_train, task, classes, source=kind.oob, tallied=tallied,
+            codes=codes,
+        )  # fmt: skip
     if reason and own is not None and own.oob_sums is None:
         reason = "its members are measured out of fold instead (metrics.selection)"
     if reason and kind.leaves_rows_out:  # else no fit of this kind has one

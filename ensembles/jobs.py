@@ -94,6 +94,7 @@ def train_and_publish(
         on_fitted=verdict.start,
         on_explaining=verdict.explaining,
         on_answers=verdict.answered,
+        on_measuring=verdict.measuring,
     )
     if cancel.is_set():
         raise TrainingCancelledError("training was cancelled")

@@ -27,6 +27,7 @@ from sklearn.tree import BaseDecisionTree
 
 from ensembles import metrics
 from ensembles.leaf_order import LeafOrder, leaf_order
+from ensembles.leaf_walks import LeafWalks, answer_from_leaves, walkable
 from ensembles.members import (
     FloatArray,
     Member,
@@ -85,6 +86,35 @@ class _Answer:
     sampled: NDArray[Any]
 
 
+@dataclass
+class Ahead:
+    """A pass's rows prepared before it (``_rows_for``) and its trees' leaves on them,
+    walked meanwhile and through the pass (:mod:`ensembles.leaf_walks`); for the pass
+    over ``X`` only."""
+
+    X: FloatArray
+    rows: NDArray[Any]
+    order: LeafOrder | None
+    walks: LeafWalks
+
+    def stop(self) -> None:
+        self.walks.stop()
+
+
+def walk_ahead(ensemble: BaseEstimator, X: FloatArray) -> Ahead | None:
+    """Start walking a forest's trees over ``X`` (the rows its pass will read), or None:
+    not a forest of one-output scikit-learn trees on every column, or rows the trees'
+    own check would refuse (the pass then asks each tree as before)."""
+    members = members_of(ensemble, with_samples=False)
+    if not walkable([m.estimator for m in members]) or any(m.features is not None for m in members):
+        return None
+    rows, order, checked = _rows_for(members, X)
+    if not checked:
+        return None
+    trees = [m.estimator for m in members]
+    return Ahead(X, rows, order, LeafWalks(trees, rows).start())
+
+
 def shares_pass(ensemble: BaseEstimator, combination: str, walk: str) -> bool:
     """Whether the figures of this ensemble come from one pass: forests and the bagging
     family (their answer is the members' mean, their members are walked here)."""
@@ -103,24 +133,36 @@ def member_pass(
     oob: bool,
     sample: NDArray[np.intp] | None,
     max_sampled: int,
+    codes: NDArray[np.intp] | None = None,
+    ahead: Ahead | None = None,
 ) -> MemberPass:
     """Every member once over ``X`` (on the threads joblib allows), summed in member order.
 
     ``oob``: ``X`` are the training rows in fitting order; tally each member's rows out of
     its sample.  ``sample``: the rows the diversity measures judge (None: all), for the
     first ``max_sampled`` members (with ``oob``: of those that left some row out).
+    ``codes``: ``metrics.class_codes(y, classes)`` of a classification, when made.
+    ``ahead``: these rows prepared and their leaves walked beside (:func:`walk_ahead`, on
+    this very ``X``; stopped at the end): a walked member's answer is read from its
+    leaves, the others are asked as before.
     """
     members = members_of(ensemble, with_samples=oob)
     n, k = X.shape[0], len(classes)
-    codes = metrics.class_codes(y, classes) if task == "classification" else None
+    if codes is None and task == "classification":
+        codes = metrics.class_codes(y, classes)
     chosen = np.arange(n) if sample is None else sample
     total = np.zeros((n, k)) if task == "classification" else np.zeros(n)
     tally = _tally(members, n, task, k) if oob else None
     marks = set(metrics.checkpoints(tally.drawn)) if tally is not None else set()
     primaries: list[float | None] = []
     kept: list[tuple[Member, NDArray[Any], NDArray[np.bool_]]] = []
-    ordered, order, checked = _rows_for(members, X)
-    for m, answer in _answers(members, ordered, order, checked, task, k, y, codes, chosen):
+    walks: LeafWalks | None = None
+    if ahead is not None and ahead.X is X:
+        ordered, order, checked, walks = ahead.rows, ahead.order, True, ahead.walks
+    else:
+        ordered, order, checked = _rows_for(members, X)
+    answers = _answers(members, ordered, order, checked, task, k, y, codes, chosen, walks)
+    for m, answer in answers:
         _add(total, answer)
         primaries.append(answer.primary)
         mask = oob_mask(m, n) if oob else None
@@ -129,6 +171,8 @@ def member_pass(
         if len(kept) < max_sampled and (not oob or (mask is not None and mask.any())):
             valid = np.ones(len(chosen), dtype=bool) if mask is None else mask[chosen]
             kept.append((m, answer.sampled, valid))
+    if walks is not None:
+        walks.stop()  # every tree answered (train() stops it too, whatever happened)
     total /= len(members)
     return MemberPass(total, primaries, tally, _sampled(kept, len(members)), sample)
 
@@ -168,19 +212,34 @@ def _answers(
     y: NDArray[Any],
     codes: NDArray[np.intp] | None,
     chosen: NDArray[np.intp],
+    walks: LeafWalks | None = None,
 ) -> Iterator[tuple[Member, _Answer]]:
     """Each member's answer, in member order, a batch at a time on the threads allowed
     (``X``: the rows in ``order``, whose answers are put back in the rows' order;
-    ``checked``: trees asked without their own input check, see ``_rows_for``)."""
+    ``checked``: trees asked without their own input check, see ``_rows_for``;
+    ``walks``: the leaves of the members walked ahead over ``X``, by member index)."""
+    index = {id(m): i for i, m in enumerate(members)}
 
     def back(answers: NDArray[Any]) -> NDArray[Any]:
         return answers if order is None else order.back(answers)
 
+    def walked(m: Member) -> NDArray[Any] | None:
+        leaves = None if walks is None else walks.take(index[id(m)])
+        if leaves is None:
+            return None
+        return answer_from_leaves(m.estimator, leaves, task == "classification")
+
     def answer(m: Member) -> _Answer:
+        read = walked(m)
         if task == "regression":
-            values = back(member_values(m, X, checked=checked))
+            own = member_values(m, X, checked=checked) if read is None else read
+            values = back(np.asarray(own, dtype=np.float64))
             return _Answer(None, None, values, metrics.primary(task, y, values), values[chosen])
-        proba = back(member_probabilities(m, X, k, checked=checked)) if _has_proba(m) else None
+        proba = (
+            back(member_probabilities(m, X, k, checked=checked, answered=read))
+            if _has_proba(m)
+            else None
+        )
         member_codes = (
             metrics.first_maximum(proba).astype(np.int64)
             if proba is not None and isinstance(m.estimator, BaseDecisionTree)

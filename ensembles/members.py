@@ -111,7 +111,12 @@ def predicted_labels(estimator: BaseEstimator, X: Any) -> NDArray[Any]:
 
 
 def member_probabilities(
-    member: Member, X: FloatArray, n_classes: int, *, checked: bool = False
+    member: Member,
+    X: FloatArray,
+    n_classes: int,
+    *,
+    checked: bool = False,
+    answered: NDArray[Any] | None = None,
 ) -> FloatArray:
     """Probabilities over all k classes (a bootstrap sample may have missed some).
 
@@ -119,8 +124,13 @@ def member_probabilities(
     passes as they are (float32, C-contiguous, finite: checked once for all members by
     the caller), so the tree is asked without that check (``check_input=False``: the same
     answer; the check read all 200,000 x 20 training rows of a big forest for each tree).
+    ``answered``: its ``predict_proba`` on X, already read (``leaf_walks``): not asked.
     """
-    asked = member.estimator.predict_proba(member_input(member, X), **_unchecked(checked))
+    asked = (
+        member.estimator.predict_proba(member_input(member, X), **_unchecked(checked))
+        if answered is None
+        else answered
+    )
     proba = np.asarray(asked, dtype=np.float64)
     member_classes = np.asarray(member.estimator.classes_).astype(np.int64)
     if proba.shape[1] == n_classes and np.array_equal(member_classes, np.arange(n_classes)):

@@ -157,6 +157,7 @@ def oob_scores(
     *,
     source: OobSource,
     tallied: OobTallies | None = None,
+    codes: NDArray[np.intp] | None = None,
 ) -> tuple[Scores | None, str | None, list[dict[str, Any]]]:
     """OOB figures (or None and the reason they do not exist) and the OOB score curve.
 
@@ -166,6 +167,7 @@ def oob_scores(
     ``tallied``: those sums, counts and curve, already made by a pass over the members
     (:mod:`ensembles.member_pass`).  A forest the service fitted without its own OOB
     pass gets its OOB attributes from them first (:mod:`ensembles.forest_oob`).
+    ``codes``: ``class_codes(y, classes)``, when already made (a classification).
     """
     if source == "stages":
         if ensemble.subsample >= 1.0:
@@ -181,7 +183,8 @@ def oob_scores(
         tallied = _oob_tallies(members, Xt, y, task, classes)
     sums, counts, curve = tallied
     if source == "forest":  # fitted without its own OOB pass: its attributes from these
-        codes = class_codes(y, classes) if task == "classification" else None
+        if task == "classification" and codes is None:
+            codes = class_codes(y, classes)
         forest_oob.settle(ensemble, sums, counts, y, codes)
     labels = np.asarray(classes, dtype=object)
     scored = counts > 0
@@ -194,7 +197,13 @@ def oob_scores(
     if task == "classification":  # scikit-learn's own figures
         proba = np.asarray(ensemble.oob_decision_function_, dtype=np.float64)
         winners = np.argmax(proba, axis=1)
-        out = score(task, y[scored], _like(y, labels[winners][scored]), proba[scored], classes)
+        # ``classes`` are the forest's ``classes_`` (unique): a winner's code is its index.
+        same = list(getattr(ensemble, "classes_", [])) == list(classes)
+        assert codes is not None
+        out = score(
+            task, y[scored], _like(y, labels[winners][scored]), proba[scored], classes,
+            predicted_codes=winners[scored] if same else None, true_codes=codes[scored],
+        )  # fmt: skip
     else:
         values = np.asarray(ensemble.oob_prediction_, dtype=np.float64)
         out = score(task, y[scored], values[scored])

@@ -54,12 +54,22 @@ from ensembles.builders import (
 from ensembles.catalog import KINDS, Kind, kind_of
 from ensembles.data import TrainingData
 from ensembles.errors import TrainingError
-from ensembles.evaluation import Fit, Rows, Scores, cv_scores, measure_science, score_fit
-from ensembles.explain.summary import explanation_summary
+from ensembles.evaluation import (
+    Fit,
+    Rows,
+    Scores,
+    cv_scores,
+    measure_science,
+    score_fit,
+    scored_rows,
+    walks_ahead,
+)
+from ensembles.explain.summary import explanation_summary, holds_the_gil
 from ensembles.fit_errors import scikit_learn_errors
 from ensembles.importances import feature_importances, fitted_estimator_count
 from ensembles.kinds import OwnReport, adopt
 from ensembles.kinds.boosting_library import Keep
+from ensembles.member_pass import Ahead
 from ensembles.members import members_of
 from ensembles.parallel import MemberPool
 from ensembles.reports import Curve, Metrics
@@ -87,6 +97,11 @@ OnFitted = Callable[[Pipeline, pd.DataFrame], Callable[[], None]]
 # train() gives up): work beside the measuring may hold what is best run beside the
 # summary until then (the engine verdict's GTIL answers, beside shap's TreeSHAP).
 OnExplaining = Callable[[], None]
+# Called as the figures begin (after the summary when a forest is explained first; or,
+# when the summary or the figures fail, as train() gives up): the engine verdict's
+# scikit-learn side, which needs the GIL for every tree, waits for it instead of taking
+# turns with shap's TreeSHAP.
+OnMeasuring = Callable[[], None]
 # Called once the fit has returned with the answers it kept on the training rows
 # (``FitAnswers.train``: a boosting library's ``predict_proba`` or ``predict`` on them, in
 # their order), or None: the engine check need not ask the library for them again.
@@ -120,11 +135,13 @@ def train(
     on_fitted: OnFitted | None = None,
     on_explaining: OnExplaining | None = None,
     on_answers: OnAnswers | None = None,
+    on_measuring: OnMeasuring | None = None,
 ) -> FittedModel:
     """Split, fit, measure.  ``spec`` must come from ``validation.resolve_ensemble``;
     members are fitted on ``pool`` (default: a thread per CPU of this process);
     ``on_fitted``: work beside the measuring (see :data:`OnFitted`); ``on_explaining``:
-    see :data:`OnExplaining`; ``on_answers``: see :data:`OnAnswers`."""
+    see :data:`OnExplaining`; ``on_answers``: see :data:`OnAnswers`; ``on_measuring``:
+    see :data:`OnMeasuring`."""
     run = Run(on_progress, cancel, pool or MemberPool.local())
     started = time.perf_counter()
     notes: list[str] = []
@@ -132,6 +149,7 @@ def train(
     _check_evaluation(evaluation, rows, data.task)
     run.check()
     explaining = on_explaining or (lambda: None)
+    measuring = on_measuring or (lambda: None)
     early: list[Callable[[], None]] = []  # on_fitted's wait, when the fit started it
 
     def final(pipeline: Pipeline) -> None:
@@ -151,18 +169,31 @@ def train(
     if beside is None and on_fitted is not None:
         beside = on_fitted(fit.pipeline, rows.X_train)
     timings: dict[str, Any] = {}
+    run.report(0, 1, "evaluating")
+    ahead = walks_ahead(fit, rows) if holds_the_gil(fit.pipeline) else None
     try:
-        scores, cv, science = _measure(
-            fit, rows, data, evaluation, random_state, run, notes, timings
-        )
+        if ahead is not None:  # explained first, the trees' leaves walked beside it
+            scores, cv, science = _explained_first(
+                fit, rows, data, evaluation, random_state, run, notes, timings, ahead,
+                explaining, measuring,
+            )  # fmt: skip
+        else:
+            measuring()
+            scores, cv, science = _measure(
+                fit, rows, data, evaluation, random_state, run, notes, timings
+            )
+            explaining()
+            explained_at = time.perf_counter()
+            with run.predicting():
+                science["explanations"] = _explanations(fit, rows, scores.Xbt, notes)
+            timings["explanations_s"] = round(time.perf_counter() - explained_at, 3)
     except BaseException:
-        explaining()  # nothing waits for a summary that will not run
+        explaining()  # nothing waits for a summary (or figures) that will not run
+        measuring()
         raise
-    explaining()
-    explained_at = time.perf_counter()
-    with run.predicting():
-        science["explanations"] = _explanations(fit, rows, scores, notes)
-    timings["explanations_s"] = round(time.perf_counter() - explained_at, 3)
+    finally:
+        if ahead is not None:
+            ahead.stop()
     if beside is not None:  # it reads the fitted estimator, which the next lines change
         beside()
     if fit.kind.threads_param is not None:  # measured with the job's threads; stored with one
@@ -195,11 +226,12 @@ def _measure(
     run: Run,
     notes: list[str],
     timings: dict[str, Any],
+    ahead: Ahead | None = None,
 ) -> tuple[Scores, metrics.Scores | None, dict[str, Any]]:
-    """The figures before the explanation summary: scores, cross-validation, science."""
-    run.report(0, 1, "evaluating")
+    """The figures but the explanation summary: scores, cross-validation, science
+    (``ahead``: the training rows' pass prepared, see ``evaluation.walks_ahead``)."""
     with run.predicting():
-        scores = score_fit(fit, rows, random_state, notes)
+        scores = score_fit(fit, rows, random_state, notes, ahead)
     run.check()
     cv, collector = cv_scores(data, fit, rows, evaluation, random_state, run, notes)
     science = measure_science(
@@ -250,13 +282,49 @@ def _fit(
     return Fit(spec, kind, task, features, pipeline, Xt, own, classes, rounds, Xht)
 
 
-def _explanations(fit: Fit, rows: Rows, scores: Scores, notes: list[str]) -> Any:
-    """``metrics.explanations`` on the rows the scores were measured on."""
+def _explained_first(
+    fit: Fit,
+    rows: Rows,
+    data: TrainingData,
+    evaluation: EvaluationSpec,
+    random_state: int,
+    run: Run,
+    notes: list[str],
+    timings: dict[str, Any],
+    ahead: Ahead,
+    explaining: OnExplaining,
+    measuring: OnMeasuring,
+) -> tuple[Scores, metrics.Scores | None, dict[str, Any]]:
+    """The summary, then the other figures (``_measure``), for a forest whose summary is
+    shap's TreeSHAP: it holds the GIL on one core for seconds, and beside it only native
+    work runs, so the trees' leaves for the figures' pass are walked then (``ahead``,
+    started; :mod:`ensembles.leaf_walks`) with the compiled engine's GTIL answers; its
+    scikit-learn side waits for the figures (``measuring``).  The same
+    figures and notes, in the same order, as the other way round."""
+    explaining()
+    explained_at = time.perf_counter()
+    own: list[str] = []  # the summary's notes, after the figures' as before
+    with run.predicting():
+        explanations = _explanations(fit, rows, scored_rows(fit, rows), own)
+    timings["explained_first_s"] = round(time.perf_counter() - explained_at, 3)
+    measuring()
+    run.check()
+    scores, cv, science = _measure(
+        fit, rows, data, evaluation, random_state, run, notes, timings, ahead
+    )
+    timings["walked_ahead"] = ahead.walks.given
+    science["explanations"] = explanations
+    notes += own
+    timings["explanations_s"] = timings.pop("explained_first_s")
+    return scores, cv, science
+
+
+def _explanations(fit: Fit, rows: Rows, Xbt: NDArray[Any], notes: list[str]) -> Any:
+    """``metrics.explanations`` on the rows the scores are measured on (``Xbt``)."""
     evaluated_on = "holdout" if rows.X_hold is not None else "train"
     return explanation_summary(
-        fit.pipeline, fit.task, _classes(fit.classes), rows.X_train, scores.Xbt,
-        evaluated_on, notes,
-    )  # fmt: skip
+        fit.pipeline, fit.task, _classes(fit.classes), rows.X_train, Xbt, evaluated_on, notes
+    )
 
 
 def _signature(fit: Fit) -> ModelSignature:

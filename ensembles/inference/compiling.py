@@ -129,6 +129,7 @@ def compile_model(
     threads: int = 1,
     before_compiled: Callable[[], None] | None = None,
     known: KnownAnswers | None = None,
+    before_own: Callable[[], None] | None = None,
 ) -> tuple[Compiled | None, FidelityReport]:
     """Compile the ensemble step and check it against scikit-learn on ``X_check`` + probes.
 
@@ -145,6 +146,10 @@ def compile_model(
     order), when it kept them: the estimator's side of the check takes them for the
     sampled training rows instead of asking the library again
     (:mod:`ensembles.inference.fitted_rows`; the same numbers, the same report).
+    ``before_own``: called before scikit-learn answers the check's rows of a compiled
+    tree model (on the thread that asks it; a job holds that side while the explanation
+    summary holds the GIL, :mod:`ensembles.engine_verdict`); the wait is not counted in
+    ``check_seconds`` either.
     """
     started = time.perf_counter()
     estimator = pipeline[-1]
@@ -179,6 +184,7 @@ def compile_model(
         threads,
         before_compiled,
         fitted,
+        before_own,
     )
 
 
@@ -232,6 +238,7 @@ def _checked(
     threads: int = 1,
     before_compiled: Callable[[], None] | None = None,
     fitted: FittedRows | None = None,
+    before_own: Callable[[], None] | None = None,
 ) -> tuple[Compiled | None, FidelityReport]:
     """The compiled model if it answers as scikit-learn on ``rows``, calibrated; the report
     (``before_compiled``: see :func:`compile_model`; its time is taken off the check's;
@@ -240,16 +247,22 @@ def _checked(
     checking = (
         replace(compiled, threads=threads) if isinstance(compiled, CompiledModel) else compiled
     )
-    waited = [0.0]
+    waited = [0.0, 0.0]  # GTIL's hold, scikit-learn's side's hold
 
-    def hold() -> None:
-        if before_compiled is not None:
+    def held(before: Callable[[], None] | None, which: int) -> Callable[[], None] | None:
+        if before is None:
+            return None
+
+        def hold() -> None:
             held_at = time.perf_counter()
-            before_compiled()
-            waited[0] += time.perf_counter() - held_at
+            before()
+            waited[which] += time.perf_counter() - held_at
 
-    reason, max_diff = _check(checking, rows, hold, fitted)
-    started += waited[0]  # the hold is neither compiling nor checking
+        return hold
+
+    hold, hold_own = held(before_compiled, 0), held(before_own, 1)
+    reason, max_diff = _check(checking, rows, hold, fitted, hold_own)
+    started += max(waited)  # the holds (side by side) are neither compiling nor checking
     if reason is not None:
         return None, _refused(reason, started, compile_seconds, max_diff, len(rows), members)
     report = FidelityReport(
@@ -328,6 +341,7 @@ def _check(
     rows: FloatArray,
     before_compiled: Callable[[], None] | None = None,
     fitted: FittedRows | None = None,
+    before_own: Callable[[], None] | None = None,
 ) -> tuple[str | None, float]:
     """Compare the compiled answers with the estimator's own on ``rows``.
 
@@ -336,6 +350,7 @@ def _check(
     say, LightGBM's single predict thread share the job's cores); its failure counts
     only once the compiled side has answered, as when they ran one after the other.
     ``before_compiled`` is called once scikit-learn's side is under way, before GTIL;
+    ``before_own`` on scikit-learn's side's thread, before it asks;
     ``fitted``: that side's answers on the training rows among ``rows`` may be the fit's
     own (:mod:`ensembles.inference.fitted_rows`; rows in their own order only).  A
     composite's check runs them in turn (whether scikit-learn is asked for probabilities
@@ -352,14 +367,19 @@ def _check(
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="own-answers") as side:
         # A compiled tree model always gives probabilities for a classifier.
         with_proba = compiled.task == "classification"
-        own = side.submit(
-            own_answers,
-            compiled.estimator,
-            compiled.task,
-            asked,
-            known,
-            lambda part: _own(compiled, part, with_proba),
-        )
+
+        def answers() -> Answer:
+            if before_own is not None:
+                before_own()
+            return own_answers(
+                compiled.estimator,
+                compiled.task,
+                asked,
+                known,
+                lambda part: _own(compiled, part, with_proba),
+            )
+
+        own = side.submit(answers)
         if before_compiled is not None:
             before_compiled()
         return _compared(compiled, asked, lambda _with_proba: own.result(), order)

@@ -17,7 +17,8 @@ from sklearn.pipeline import Pipeline
 from ensembles import evaluation, training
 from ensembles.engine_verdict import EngineVerdict
 from ensembles.errors import TrainingCancelledError
-from ensembles.inference import ENGINE, gtil, inference_verdict
+from ensembles.explain import summary as summary_module
+from ensembles.inference import ENGINE, compiling, gtil, inference_verdict
 from ensembles.inference import compiled as compiled_module
 from ensembles.parallel import MemberPool
 from ensembles.specs import EvaluationSpec, parse_estimator_spec
@@ -286,15 +287,69 @@ def test_a_forest_check_holds_gtil_until_the_summary_begins(
 ) -> None:
     """shap's TreeSHAP holds the GIL on one core: GTIL's answers wait for it and take the
     other core then, instead of taking a core from the figures (fails on the code before:
-    GTIL answered during the figures)."""
+    GTIL answered during the figures).  A forest is explained before its figures
+    (``ensembles.leaf_walks``): GTIL answers as the summary begins, the figures after."""
     raw = {"kind": "random_forest", "params": {"n_estimators": 12}}
     after = _train("breast_cancer", raw)
     verdict = EngineVerdict("classification", RS, 2)
     events, explaining = _events(monkeypatch, verdict, hold_s=2.0)
     fitted = _train("breast_cancer", raw, on_fitted=verdict.start, on_explaining=explaining)
     result = verdict.result()
-    assert events == ["figures", "explaining", "gtil"]
+    assert events == ["explaining", "gtil", "figures"]
     assert result["engine"] == ENGINE
+    assert fitted.metrics.model_dump() == after.metrics.model_dump()
+    verdict_after = inference_verdict(after.pipeline, "classification", after.train_rows, RS, 2)
+    assert {k: v for k, v in result.items() if k not in TIMED} == {
+        k: v for k, v in verdict_after.items() if k not in TIMED
+    }
+
+
+def test_a_forest_explained_first_holds_the_checks_own_side_until_the_figures(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """scikit-learn's side of a forest's check needs the GIL for every tree: it waits
+    for the figures (``on_measuring``) instead of taking turns with the summary's
+    TreeSHAP, while GTIL answers beside the summary (fails on the code before: both
+    sides began as the summary did); the verdict is the same."""
+    raw = {"kind": "random_forest", "params": {"n_estimators": 12}}
+    after = _train("breast_cancer", raw)
+    verdict = EngineVerdict("classification", RS, 2)
+    events: list[str] = []
+    real_own, real_gtil = compiling.own_answers, gtil.gtil_scores
+    real_summary = summary_module.explanation_summary
+    gtil_asked = threading.Event()
+
+    def own_answers(*args: Any, **kwargs: Any) -> Any:
+        events.append("own")
+        return real_own(*args, **kwargs)
+
+    def gtil_scores(*args: Any, **kwargs: Any) -> Any:
+        if threading.current_thread().name == "engine-verdict":
+            events.append("gtil")
+            gtil_asked.set()
+        return real_gtil(*args, **kwargs)
+
+    def summary(*args: Any, **kwargs: Any) -> Any:
+        events.append("summary")
+        gtil_asked.wait(10.0)  # GTIL answers beside the summary, not after it
+        result = real_summary(*args, **kwargs)
+        events.append("summary done")
+        return result
+
+    def measuring() -> None:
+        events.append("measuring")
+        verdict.measuring()
+
+    monkeypatch.setattr(compiling, "own_answers", own_answers)
+    monkeypatch.setattr(compiled_module, "gtil_scores", gtil_scores)
+    monkeypatch.setattr(training, "explanation_summary", summary)
+    fitted = _train(
+        "breast_cancer", raw, on_fitted=verdict.start, on_explaining=verdict.explaining,
+        on_measuring=measuring,
+    )  # fmt: skip
+    result = verdict.result()
+    assert events.index("gtil") < events.index("summary done")
+    assert events.index("summary done") < events.index("measuring") < events.index("own")
     assert fitted.metrics.model_dump() == after.metrics.model_dump()
     verdict_after = inference_verdict(after.pipeline, "classification", after.train_rows, RS, 2)
     assert {k: v for k, v in result.items() if k not in TIMED} == {
@@ -332,5 +387,6 @@ def test_a_check_held_for_the_summary_ends_when_the_measuring_fails(
             {"kind": "random_forest", "params": {"n_estimators": 6}},
             on_fitted=verdict.start,
             on_explaining=verdict.explaining,
+            on_measuring=verdict.measuring,
         )
-    assert checked.wait(60)  # not held for a summary that never runs
+    assert checked.wait(60)  # not held for a summary or figures that never run
