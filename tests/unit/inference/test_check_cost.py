@@ -172,7 +172,11 @@ def test_the_verdict_s_figures_are_those_of_a_check_in_turn(
     beside = compile_model(pipeline, "classification", X, calibrate=False)[1]
 
     def in_turn(
-        compiled: Any, rows: Any, before_compiled: Any = None, fitted: Any = None
+        compiled: Any,
+        rows: Any,
+        before_compiled: Any = None,
+        fitted: Any = None,
+        before_own: Any = None,
     ) -> tuple[str | None, float]:
         return compiling._compared(
             compiled, rows, lambda with_proba: compiling._own(compiled, rows, with_proba)
