@@ -91,24 +91,27 @@ def score_fit(
 ) -> Scores:
     """Scores on the training and hold-out rows, OOB, the members' own and the curve
     (``ahead``: the training rows' pass prepared before, :func:`walks_ahead`)."""
-    if ahead is not None and ahead.X is fit.Xt:  # walks_ahead made score_fit's own checks
+    if ahead is not None and ahead.X is fit.Xt:  # walks_ahead made its checks
         return _score_by_members(fit, rows, random_state, notes, ahead)
-    if shares_pass(fit.ensemble, fit.kind.combination, fit.kind.members):
-        Xtt = np.asarray(fit.pipeline[:-1].transform(rows.X_train))
-        if same_rows(Xtt, fit.Xt):  # else scored as any other kind
-            return _score_by_members(fit, rows, random_state, notes, ahead)
+    if _measured_by_pass(fit, rows):
+        return _score_by_members(fit, rows, random_state, notes)
     return _score_each(fit, rows, random_state, notes)
 
 
 def walks_ahead(fit: Fit, rows: Rows) -> Ahead | None:
     """The training rows' pass of a forest prepared, and its trees' leaves walked on a
     thread from now (:mod:`ensembles.leaf_walks`), for :func:`score_fit`; None for a
-    model whose figures do not come from such a pass (score_fit's own tests)."""
+    model whose figures do not come from such a pass."""
+    return walk_ahead(fit.ensemble, fit.Xt) if _measured_by_pass(fit, rows) else None
+
+
+def _measured_by_pass(fit: Fit, rows: Rows) -> bool:
+    """Are the figures measured from one pass of the members over the fitted rows: a
+    kind that shares one, and training rows the pipeline gives as it gave the fit
+    (else scored as any other kind)?"""
     if not shares_pass(fit.ensemble, fit.kind.combination, fit.kind.members):
-        return None
-    if not same_rows(np.asarray(fit.pipeline[:-1].transform(rows.X_train)), fit.Xt):
-        return None
-    return walk_ahead(fit.ensemble, fit.Xt)
+        return False
+    return same_rows(np.asarray(fit.pipeline[:-1].transform(rows.X_train)), fit.Xt)
 
 
 def _score_each(fit: Fit, rows: Rows, random_state: int, notes: list[str]) -> Scores:
@@ -241,12 +244,10 @@ def _scored_rows(fit: Fit, rows: Rows) -> NDArray[Any]:
 
 
 def scored_rows(fit: Fit, rows: Rows) -> NDArray[Any]:
-    """``Scores.Xbt`` before the scores of a forest that :func:`walks_ahead` prepared
-    (``_score_by_members``' rows): the training rows as fitted, else the hold-out rows
-    preprocessed."""
-    if rows.X_hold is None:
-        return fit.Xt
-    return np.asarray(fit.pipeline[:-1].transform(rows.X_hold))
+    """``Scores.Xbt`` before the scores of a forest that :func:`walks_ahead` prepared:
+    the training rows as fitted (the same rows, :func:`_measured_by_pass`), else
+    :func:`_scored_rows`' hold-out rows."""
+    return fit.Xt if rows.X_hold is None else _scored_rows(fit, rows)
 
 
 def _kept_on_these_rows(

@@ -172,21 +172,34 @@ def train(
     run.report(0, 1, "evaluating")
     ahead = walks_ahead(fit, rows) if holds_the_gil(fit.pipeline) else None
     try:
-        if ahead is not None:  # explained first, the trees' leaves walked beside it
-            scores, cv, science = _explained_first(
-                fit, rows, data, evaluation, random_state, run, notes, timings, ahead,
-                explaining, measuring,
-            )  # fmt: skip
-        else:
+        if ahead is None:
             measuring()
             scores, cv, science = _measure(
                 fit, rows, data, evaluation, random_state, run, notes, timings
             )
             explaining()
-            explained_at = time.perf_counter()
-            with run.predicting():
-                science["explanations"] = _explanations(fit, rows, scores.Xbt, notes)
-            timings["explanations_s"] = round(time.perf_counter() - explained_at, 3)
+            explanations, seconds = _explained(fit, rows, scores.Xbt, run, notes)
+        else:
+            # A forest whose summary is shap's TreeSHAP (the GIL held on one core for
+            # seconds) is explained first: beside it only native work runs, so its trees'
+            # leaves are walked then for the figures' pass (``ahead``,
+            # :mod:`ensembles.leaf_walks`) and GTIL answers the check, whose scikit-learn
+            # side waits for the figures (``measuring``).  The same figures, and the
+            # summary's notes after the figures', as the other way round.
+            explaining()
+            summary_notes: list[str] = []
+            explanations, seconds = _explained(
+                fit, rows, scored_rows(fit, rows), run, summary_notes
+            )
+            measuring()
+            run.check()
+            scores, cv, science = _measure(
+                fit, rows, data, evaluation, random_state, run, notes, timings, ahead
+            )
+            timings["walked_ahead"] = ahead.walks.given
+            notes += summary_notes
+        science["explanations"] = explanations
+        timings["explanations_s"] = seconds
     except BaseException:
         explaining()  # nothing waits for a summary (or figures) that will not run
         measuring()
@@ -282,49 +295,18 @@ def _fit(
     return Fit(spec, kind, task, features, pipeline, Xt, own, classes, rounds, Xht)
 
 
-def _explained_first(
-    fit: Fit,
-    rows: Rows,
-    data: TrainingData,
-    evaluation: EvaluationSpec,
-    random_state: int,
-    run: Run,
-    notes: list[str],
-    timings: dict[str, Any],
-    ahead: Ahead,
-    explaining: OnExplaining,
-    measuring: OnMeasuring,
-) -> tuple[Scores, metrics.Scores | None, dict[str, Any]]:
-    """The summary, then the other figures (``_measure``), for a forest whose summary is
-    shap's TreeSHAP: it holds the GIL on one core for seconds, and beside it only native
-    work runs, so the trees' leaves for the figures' pass are walked then (``ahead``,
-    started; :mod:`ensembles.leaf_walks`) with the compiled engine's GTIL answers; its
-    scikit-learn side waits for the figures (``measuring``).  The same
-    figures and notes, in the same order, as the other way round."""
-    explaining()
-    explained_at = time.perf_counter()
-    own: list[str] = []  # the summary's notes, after the figures' as before
-    with run.predicting():
-        explanations = _explanations(fit, rows, scored_rows(fit, rows), own)
-    timings["explained_first_s"] = round(time.perf_counter() - explained_at, 3)
-    measuring()
-    run.check()
-    scores, cv, science = _measure(
-        fit, rows, data, evaluation, random_state, run, notes, timings, ahead
-    )
-    timings["walked_ahead"] = ahead.walks.given
-    science["explanations"] = explanations
-    notes += own
-    timings["explanations_s"] = timings.pop("explained_first_s")
-    return scores, cv, science
-
-
-def _explanations(fit: Fit, rows: Rows, Xbt: NDArray[Any], notes: list[str]) -> Any:
-    """``metrics.explanations`` on the rows the scores are measured on (``Xbt``)."""
+def _explained(
+    fit: Fit, rows: Rows, Xbt: NDArray[Any], run: Run, notes: list[str]
+) -> tuple[Any, float]:
+    """``metrics.explanations`` on the rows the scores are measured on (``Xbt``), and
+    the seconds it took."""
     evaluated_on = "holdout" if rows.X_hold is not None else "train"
-    return explanation_summary(
-        fit.pipeline, fit.task, _classes(fit.classes), rows.X_train, Xbt, evaluated_on, notes
-    )
+    started = time.perf_counter()
+    with run.predicting():
+        explanations = explanation_summary(
+            fit.pipeline, fit.task, _classes(fit.classes), rows.X_train, Xbt, evaluated_on, notes
+        )
+    return explanations, round(time.perf_counter() - started, 3)
 
 
 def _signature(fit: Fit) -> ModelSignature:
