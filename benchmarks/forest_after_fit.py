@@ -100,8 +100,7 @@ def stage(path: str, name: str) -> None:
             notes,
             {},
         )
-        with run.predicting():
-            science["explanations"] = training._explanations(fit, rows, scores, notes)
+        science["explanations"], _ = training._explained(fit, rows, scores.Xbt, run, notes)
         metrics = training._metrics(fit, scores, cv, science, notes)
         line["metrics_sha"] = _sha(metrics.model_dump())
     if "cpu" not in line:

@@ -46,7 +46,7 @@ _TARGETS = (
     ("ensembles.training", None, "fit_rounds"),
     ("ensembles.training", None, "_measure"),
     ("ensembles.training", None, "score_fit"),
-    ("ensembles.training", None, "_explanations"),
+    ("ensembles.training", None, "_explained"),
     ("ensembles.training", None, "feature_importances"),
     ("ensembles.training", None, "_metrics"),
     ("ensembles.training", None, "_signature"),
