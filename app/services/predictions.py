@@ -29,7 +29,7 @@ import orjson
 import pyarrow as pa
 from pydantic import ValidationError
 
-from app.arrow_streams import float_rows
+from app.arrow_streams import float_row, float_rows
 from app.bodies import TableFormat, read_table_body
 from app.json_numbers import read_numeric_columnar
 from app.problems import InvalidRequestError, count_text, validation_problems
@@ -52,7 +52,7 @@ from ensembles.inference import (
     prepare,
 )
 from ensembles.inference.cells import MatrixRows
-from ensembles.inference.small_tables import small_float_matrix, small_float_rows
+from ensembles.inference.small_tables import small_float_matrix, small_float_row, small_float_rows
 from ensembles.registry import VersionRecord
 
 INLINE_MAX_BYTES = 8 * 1024  # bodies up to this size may be answered on the event loop
@@ -119,12 +119,18 @@ def _inline_table(
     592 from one; docs/performance.md)."""
     if not _native_options(options):
         return None
-    max_rows = services.settings.max_predict_rows
-    known = float_rows(body) if fmt == "arrow" else None  # laid out as a stream before
-    if known is not None and max_rows is not None and known.num_rows > max_rows:
-        known = None  # the reader's 413
+    max_rows = services.settings.max_predict_rows  # (at least 1)
+    # A lone row laid out as a stream before, read later only if it is not batched.
+    row = float_row(body) if fmt == "arrow" and services.batcher.enabled else None
+    known = None
+    if row is None and fmt == "arrow":
+        known = float_rows(body)  # laid out as a stream before
+        if known is not None and max_rows is not None and known.num_rows > max_rows:
+            known = None  # the reader's 413
     table: pa.Table | None = None
-    if known is None:
+    if row is not None:
+        n_rows = 1
+    elif known is None:
         table = read_table_body(body, fmt, max_rows)  # a bad body: 422 or 413 before a 404
         n_rows = table.num_rows
     else:
@@ -137,6 +143,11 @@ def _inline_table(
     )
     if not isinstance(servable, Servable):
         return None
+    if row is not None:
+        one = None if chosen.shadowed else small_float_row(servable.signature, *row)
+        if one is not None:  # its columns made only if it is answered alone
+            return _batched_rows(services, chosen, servable, *one, options)
+        known = float_rows(body)  # the same layout: the way of any small stream from here
     checked = None
     if known is not None and services.batcher.enabled and not chosen.shadowed:
         rows = small_float_rows(servable.signature, known.schema, known.matrix)

@@ -54,6 +54,7 @@ __all__ = [
     "float_table",
     "index_columns",
     "small_float_matrix",
+    "small_float_row",
     "small_float_rows",
 ]
 
@@ -162,6 +163,25 @@ def small_float_rows(
     if features.columns is None or matrix.dtype != np.float64 or not _within_float32(matrix):
         return None
     return MatrixRows(signature.feature_names, _in_order(features, matrix)), list(features.extra)
+
+
+def small_float_row(
+    signature: ModelSignature, schema: pa.Schema, values: np.ndarray[Any, Any]
+) -> tuple[MatrixRows, list[str]] | None:
+    """:func:`small_float_rows` of the one row ``values`` (float64, one per field of
+    ``schema``: ``app.arrow_streams.float_row``), the same rows and warnings, its matrix a
+    copy (``values`` may be a view of a request's bytes); None where that gives None, and
+    for a row of more than ``_ROW_IN_PYTHON`` values (left to it)."""
+    if signature.categories:
+        return None
+    features = _features(_layout(schema), signature)
+    columns = features.columns
+    if columns is None or values.dtype != np.float64 or not 0 < len(values) <= _ROW_IN_PYTHON:
+        return None
+    if not _row_within_float32(values.tolist()):
+        return None
+    row = values if features.in_order else values[list(columns)]
+    return MatrixRows(signature.feature_names, row.reshape(1, -1).copy()), list(features.extra)
 
 
 def _checked(

@@ -115,6 +115,38 @@ def test_a_float_stream_laid_out_as_one_read_before_is_read_from_its_bytes() -> 
     assert layout.rows == 1 and layout.step == 8  # one row read by its side-by-side values
 
 
+def test_a_lone_row_s_values_are_viewed_in_its_bytes_as_float_rows_reads_them() -> None:
+    """``float_row`` gives a one-row body's schema (the layout's own object, as
+    ``float_rows``') and its values viewed in the body's bytes (read-only), bit for bit
+    ``float_rows``' row; None for a body ``float_rows`` does not read, and for a layout of
+    several rows."""
+    import numpy as np
+
+    odd = [float("nan"), -0.0, float("inf"), -float("inf"), 5e-324, 1.7976931348623157e308]
+    names = ("pa", "pb", "pc", "pd")
+    first = _floats([[0.5, 1.5, 2.5, 3.5]], names)
+    assert arrow_streams.float_row(first) is None  # not learnt yet
+    assert one_batch_table(first) is not None
+    rng = np.random.default_rng(3)
+    for i in range(40):
+        row = [float(v) for v in rng.normal(size=4) * 10.0 ** rng.integers(-300, 300, 4)]
+        if i < len(odd):
+            row[i % 4] = odd[i]
+        content = _floats([row], names)
+        found, rows = arrow_streams.float_row(content), arrow_streams.float_rows(content)
+        assert found is not None and rows is not None
+        assert found.schema is rows.schema
+        assert found.values.shape == (4,) and found.values.dtype == np.float64
+        assert not found.values.flags.writeable  # a view of the request's bytes
+        assert found.values.tobytes() == rows.matrix[0].tobytes()
+    three = _floats([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]], ("qa", "qb"))
+    one_batch_table(three)
+    assert arrow_streams.float_rows(three) is not None and arrow_streams.float_row(three) is None
+    content = _floats([[1.0, 2.0, 3.0, 4.0]], names)
+    for bad in (content[:-8] + b"\x00" * 7 + b"\x01", content[:-1], content + b"\x00" * 8):
+        assert arrow_streams.float_rows(bad) is None and arrow_streams.float_row(bad) is None
+
+
 def test_one_pandas_row_is_read_side_by_side_with_pyarrow_s_bits() -> None:
     """A one-row stream as pandas writes it (the bench's body) is read by the one-row
     way (``_Layout.read``: its values lie side by side), as pyarrow reads it."""

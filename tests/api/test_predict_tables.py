@@ -471,8 +471,9 @@ async def test_one_row_tables_read_from_their_bytes_answer_as_json(
     models: Models, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A one-row Arrow body laid out as one read before is read without pyarrow
-    (``app.arrow_streams.float_rows``): the same answers as the rows in JSON, and a row
-    the fast way cannot take (NaN, an extra column) the same problems and warnings."""
+    (``app.arrow_streams.float_row``, its values viewed in its bytes): the same answers
+    as the rows in JSON, and a row the fast way cannot take (NaN, an extra column) the
+    same problems and warnings."""
     rows = iris_rows(12)
     expected = [
         await as_json(
@@ -487,23 +488,29 @@ async def test_one_row_tables_read_from_their_bytes_answer_as_json(
     first = await models.post("iris-rf", bodies[0], ARROW, "?return_proba=true")
     assert first.status_code == 200 and first.json() == expected[0]
 
-    read: list[bool] = []
-    float_rows = services_predictions.float_rows
+    read: list[tuple[str, bool]] = []
 
-    def spied(content: bytes) -> Any:
-        rows = float_rows(content)
-        read.append(rows is not None)
-        return rows
+    def spy(name: str) -> Any:
+        reader = getattr(services_predictions, name)
+
+        def spied(content: bytes) -> Any:
+            rows = reader(content)
+            read.append((name, rows is not None))
+            return rows
+
+        return spied
 
     with monkeypatch.context() as patched:
-        patched.setattr(services_predictions, "float_rows", spied)
+        for name in ("float_row", "float_rows"):
+            patched.setattr(services_predictions, name, spy(name))
         for body, answer in zip(bodies, expected, strict=True):
             response = await models.post("iris-rf", body, ARROW, "?return_proba=true")
             assert response.status_code == 200, response.text
             assert response.json() == answer
-    # Read from their bytes (a request the registry sends to a worker thread reads the
-    # table with pyarrow, as always).
-    assert read and all(read)
+    # Read from their bytes, a lone row by its values (a request the registry sends to a
+    # worker thread reads the table with pyarrow, as always).
+    assert read and all(found for _, found in read)
+    assert {name for name, _ in read} == {"float_row"}
     nan = rows.iloc[:1].copy()
     nan.loc[0, "petal_width"] = np.nan
     table = pa.table({c: nan[c].to_numpy() for c in IRIS_FEATURES})

@@ -427,3 +427,56 @@ def test_a_small_float_table_is_checked_into_one_matrix_the_batch_joins_in_one_c
     matrix = servable.stack_columns(joined, ("a", "b"))
     stacked = np.vstack([np.column_stack(columns) for columns in expected])
     assert np.array_equal(matrix.view(np.int64), stacked.view(np.int64))
+
+
+def _rows_of(found: Any) -> tuple[Any, ...] | None:
+    """A ``(MatrixRows, warnings)`` as names, dtype, shape, value bits and warnings."""
+    if found is None:
+        return None
+    rows, warnings = found
+    matrix = rows.matrix
+    return (rows.names, matrix.dtype.str, matrix.shape, matrix.tobytes(), warnings)
+
+
+CATEGORICAL = replace(
+    NUMBERS,
+    features=(*NUMBERS.features, FeatureColumn("c", "string", False)),
+    categories={"c": ("x", "y")},
+)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_one_row_checked_from_its_values_is_the_one_row_matrix_s_check(seed: int) -> None:
+    """``small_float_row`` (a one-row Arrow body's values, viewed in its bytes) gives what
+    ``small_float_rows`` gives for that row as a one-row matrix: the same names, the same
+    float64 bits in the features' order, the same warnings, or None alike; with odd cells
+    (NaN, infinities, beyond float32's range, -0.0, subnormals), columns shuffled,
+    missing, doubled or extra, pandas' index, and a signature with categories.  The
+    values it was given are never changed, and its matrix is its own."""
+    rng = np.random.default_rng(seed)
+    odd = [math.nan, math.inf, -math.inf, 1e39, -3.5e38, 3.4e38, -0.0, 5e-324, 1e-310]
+    names = [str(n) for n in rng.permutation(["a", "b", "c", "d"])[: int(rng.integers(1, 5))]]
+    if rng.random() < 0.2:
+        names.append(names[0])  # a duplicate column
+    values = rng.normal(0, 10, len(names))
+    for j in rng.choice(len(names), int(rng.integers(0, 3))):
+        values[int(j)] = odd[int(rng.integers(len(odd)))]
+    table = pa.Table.from_arrays([pa.array([float(v)]) for v in values], names)
+    if rng.random() < 0.2 and "d" in names and not np.isnan(values).any():
+        table = pa.Table.from_pandas(table.to_pandas().set_index("d"))  # (NaN: a null)
+    schema = table.schema
+    row = np.asarray(table.to_batches()[0].to_tensor(row_major=True).to_numpy())[0]
+    kept = row.tobytes()
+    for signature in (NUMBERS, ONLY_B, CATEGORICAL):
+        expected = small_tables.small_float_rows(signature, schema, row.reshape(1, -1).copy())
+        found = small_tables.small_float_row(signature, schema, row)
+        assert _rows_of(found) == _rows_of(expected)
+        if found is not None:
+            assert not np.shares_memory(found[0].matrix, row)
+            assert found[0].matrix.flags.c_contiguous and found[0].matrix.flags.writeable
+    assert row.tobytes() == kept
+    view = np.frombuffer(row.tobytes(), "<f8")  # read-only, as a request's bytes
+    assert _rows_of(small_tables.small_float_row(NUMBERS, schema, view)) == _rows_of(
+        small_tables.small_float_rows(NUMBERS, schema, row.reshape(1, -1).copy())
+    )
+    assert small_tables.small_float_row(NUMBERS, schema, row.astype(np.float32)) is None
