@@ -530,3 +530,28 @@ async def test_one_row_tables_read_from_their_bytes_answer_as_json(
             ).json()["warnings"]
             != []
         )
+
+
+@pytest.mark.parametrize(
+    ("rows", "threaded"), [(1, False), (10_000, False), (20_000, True)], ids=str
+)
+def test_parquet_bodies_use_pyarrow_s_threads_only_when_large(
+    rows: int, threaded: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Parquet body of fewer than 500,000 values (30 columns: up to ~16,000 rows) is
+    decoded on the calling thread, where pyarrow's pool cost more than it saved on this
+    machine (one row: 755 us against 492); a larger one by the pool. The same table."""
+    from app.bodies import read_table_body
+
+    table = pa.table({f"c{j}": np.arange(rows, dtype=np.float64) + j for j in range(30)})
+    body = parquet_file(table)
+    asked: list[object] = []
+    read = pq.ParquetFile.read
+
+    def spied(self: pq.ParquetFile, *args: Any, **kwargs: Any) -> pa.Table:
+        asked.append(kwargs.get("use_threads", True))
+        return read(self, *args, **kwargs)
+
+    monkeypatch.setattr(pq.ParquetFile, "read", spied)
+    assert read_table_body(body, "parquet", None).equals(table)
+    assert asked == [threaded]
