@@ -362,9 +362,12 @@ class Workload:
     query: str = ""
 
 
-def arrow_body(frame: pd.DataFrame) -> bytes:
-    """The rows as an Arrow IPC stream: one column per feature, as a client would send it."""
+def arrow_body(frame: pd.DataFrame, metadata: bool = True) -> bytes:
+    """The rows as an Arrow IPC stream: one column per feature, as a client would send it
+    (``metadata``: with pandas' schema metadata, as ``Table.from_pandas`` writes it)."""
     table = pa.Table.from_pandas(frame, preserve_index=False)
+    if not metadata:
+        table = table.replace_schema_metadata(None)
     sink = pa.BufferOutputStream()
     with ipc.new_stream(sink, table.schema) as writer:
         writer.write_table(table)

@@ -33,8 +33,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
-import pyarrow.ipc as ipc
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import service_bench as sb
@@ -43,15 +41,6 @@ from serving_cpu_ab import cpu_seconds
 from tree_cpu_ab import served, trained
 
 PARQUET = "application/vnd.apache.parquet"
-
-
-def _bare_arrow(frame: pd.DataFrame) -> bytes:
-    """The rows as an Arrow IPC stream without the schema's (pandas') metadata."""
-    table = pa.Table.from_pandas(frame, preserve_index=False).replace_schema_metadata(None)
-    sink = pa.BufferOutputStream()
-    with ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table)
-    return bytes(sink.getvalue().to_pybytes())
 
 
 def _parquet(frame: pd.DataFrame) -> bytes:
@@ -66,7 +55,10 @@ def bodies(data: sb.Dataset) -> dict[str, sb.Workload]:
     work = sb.workloads(data, True, np.random.default_rng(sb.SEED))
     arrow = work["single_16_arrow"]
     work["arrow_bare"] = sb.Workload(
-        arrow.frames, [_bare_arrow(f) for f in arrow.frames], arrow.content_type, arrow.query
+        arrow.frames,
+        [sb.arrow_body(f, metadata=False) for f in arrow.frames],
+        arrow.content_type,
+        arrow.query,
     )
     work["parquet"] = sb.Workload(
         arrow.frames, [_parquet(f) for f in arrow.frames], PARQUET, arrow.query
