@@ -12,11 +12,11 @@ req/s, the server's CPU per request (user + system, /proc), the p50, and the rat
 first combination (median, spread, how many rounds at least 1x).
 
 Bodies are ``make bench``'s one-row bodies of the 100-tree forest (``service_bench
-.workloads``): ``single_16`` (JSON), ``single_16_arrow`` (an Arrow IPC stream written from
-pandas, 7.7 kB: 6 kB of it pandas' metadata), and two made here: ``arrow_bare`` (the same
-rows without the schema's metadata, 1.1 kB) and ``parquet`` (the rows written by pandas'
-``to_parquet``, 19 kB).  A combination is ``tree:body[:clients]`` (16 clients unless
-given).  Linux only (/proc).
+.workloads``): ``single_16`` (JSON), ``single_16_arrow`` (an Arrow IPC stream written
+from pandas, 7.7 kB, 4.2 kB of it pandas' metadata), and two made here: ``arrow_bare``
+(the same rows without the schema's metadata, 3.6 kB) and ``parquet`` (the rows written
+by pandas' ``to_parquet``, 19 kB).  A combination is ``tree:body[:clients]`` (16 clients
+unless given).  Linux only (/proc).
 
     PYTHONPATH=. .venv/bin/python benchmarks/table_bodies_paired.py --trees head=. \\
         --combos head:single_16,head:single_16_arrow,head:parquet:1,head:parquet --rounds 12
