@@ -133,9 +133,9 @@ def read_table_body(content: bytes, fmt: TableFormat, max_rows: int | None) -> p
     try:
         if fmt == "parquet":
             parquet = pq.ParquetFile(pa.BufferReader(content))
-            if max_rows is not None and parquet.metadata.num_rows > max_rows:
-                check_row_count(parquet.metadata.num_rows, max_rows)
             metadata = parquet.metadata
+            if max_rows is not None and metadata.num_rows > max_rows:
+                check_row_count(metadata.num_rows, max_rows)
             return parquet.read(use_threads=metadata.num_rows * metadata.num_columns >= _THREADED)
         return _read_arrow(content, max_rows)
     except (pa.ArrowException, OSError, ValueError, TypeError) as exc:
