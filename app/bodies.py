@@ -19,6 +19,7 @@ from fastapi.routing import APIRoute
 from starlette.requests import Request
 from starlette.responses import Response
 
+from app import parquet_files
 from app.arrow_streams import one_batch_table
 from app.problems import InvalidRequestError, UnsupportedMediaTypeError
 from ensembles import Problem, TooLargeError
@@ -136,7 +137,10 @@ def read_table_body(content: bytes, fmt: TableFormat, max_rows: int | None) -> p
             metadata = parquet.metadata
             if max_rows is not None and metadata.num_rows > max_rows:
                 check_row_count(metadata.num_rows, max_rows)
-            return parquet.read(use_threads=metadata.num_rows * metadata.num_columns >= _THREADED)
+            table = parquet.read(use_threads=metadata.num_rows * metadata.num_columns >= _THREADED)
+            if metadata.num_rows == 1:
+                parquet_files.learn(content, metadata, table)  # read without pyarrow next time
+            return table
         return _read_arrow(content, max_rows)
     except (pa.ArrowException, OSError, ValueError, TypeError) as exc:
         what = f"not a readable {_NAMES[fmt]}"

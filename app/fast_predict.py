@@ -11,13 +11,14 @@ exactly as the FastAPI route does (:func:`app.routes.predictions.predict`): the 
 path patterns, the same ``read`` check of the API key, the same service call
 (:func:`app.services.predictions.predict_version`), the same response and background
 shadow, the same problem for an error (the app's own exception handler). Small table
-bodies (Arrow IPC, Parquet) are served too, with the route's own reading of the options
-in the query string (:func:`app.routes.predictions.query_options`; a JSON body's options
-still win over them): FastAPI's router cost a one-row Arrow request as much again as the
-rest of it.  Anything else goes on to FastAPI untouched, the body it read replayed: a
-path the route would refuse or that holds an escape, query options the route would
-refuse, a root path, a body of another type, unsized or larger, a missing, unknown or
-too weak key, a client gone before the body arrived.
+bodies (Arrow IPC, Parquet; up to 64 KiB: a one-row Parquet file is 19 kB) are served
+too, with the route's own reading of the options in the query string
+(:func:`app.routes.predictions.query_options`; a JSON body's options still win over
+them): FastAPI's router cost a one-row Arrow request as much again as the rest of it.
+Anything else goes on to FastAPI untouched, the body it read replayed: a path the route
+would refuse or that holds an escape, query options the route would refuse, a root
+path, a body of another type, unsized or larger, a missing, unknown or too weak key, a
+client gone before the body arrived.
 """
 
 from __future__ import annotations
@@ -40,7 +41,12 @@ from app.routes import predictions
 from app.schemas.models import MODEL_NAME, VERSION_REF
 from app.schemas.predictions import PredictOptionsIn
 from app.services.container import Services
-from app.services.predictions import INLINE_MAX_BYTES, predict_table, predict_version
+from app.services.predictions import (
+    INLINE_MAX_BYTES,
+    TABLE_INLINE_MAX_BYTES,
+    predict_table,
+    predict_version,
+)
 from ensembles import EnsembleError
 
 PREDICT_PATH: Final = "/v1/models/{name}/versions/{ref}/predict"
@@ -72,7 +78,10 @@ class FastPredictMiddleware:
 
     def __init__(self, app: ASGIApp, max_bytes: int) -> None:
         self.app = app
-        self.max_body = min(INLINE_MAX_BYTES, max_bytes)
+        self.max_body = min(INLINE_MAX_BYTES, max_bytes)  # a JSON body's
+        # A table body's: a one-row Parquet file is 19 kB (the service decides whether
+        # it is answered inline, as for the route).
+        self.max_table_body = min(TABLE_INLINE_MAX_BYTES, max_bytes)
         self.answered = 0  # requests this path answered itself (the tests read it)
         self._queries: dict[bytes, PredictOptionsIn | None] = {}  # see _query_options
         self._routes: dict[str, tuple[str, str] | None] = {}  # see _route
@@ -111,9 +120,9 @@ class FastPredictMiddleware:
         size = int(length)
         typed = headers.get(b"content-type", b"")
         media = self._media[typed] if typed in self._media else self._media_of(typed)
-        if size > self.max_body or not media[0]:
-            return None
         fmt = media[1]
+        if not media[0] or size > (self.max_body if fmt is None else self.max_table_body):
+            return None
         services: Services | None = getattr(scope["app"].state, "services", None)
         if services is None or not read_allowed(
             services.settings, _text(headers.get(b"authorization"))

@@ -126,17 +126,17 @@ async def measure(
     scenario: str = "single_1",
 ) -> None:
     """Print one JSON line: CPU us per request of each batch."""
-    import numpy as np
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import service_bench as sb
+    from table_bodies_paired import bodies
 
     from app.main import create_app
     from app.settings import Settings
 
     version = json.loads((data / f"{model}.json").read_text())["version"]
     lifespan, connections = await connected(create_app(Settings(data_dir=data / "data")), clients)
-    work = sb.workloads(sb.load_dataset("breast_cancer"), True, np.random.default_rng(sb.SEED))
+    work = bodies(sb.load_dataset("breast_cancer"))  # make bench's, and one-row Parquet
     chosen = work[scenario]
     path = f"/v1/models/{model}/versions/{version}/predict{chosen.query}"
     wires = requests_on_the_wire(path, chosen)
@@ -230,7 +230,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--profile", default="", help="a pstats sort key: profile instead")
     parser.add_argument(
-        "--scenario", default="single_1", help="service_bench's one-row body: single_1_arrow"
+        "--scenario",
+        default="single_1",
+        help="a one-row body of service_bench or table_bodies_paired: single_1_arrow, parquet",
     )
     parser.add_argument(
         "--pairs",

@@ -59,6 +59,7 @@ def main() -> None:
     import numpy as np
     import service_bench as sb
     from loadgen import LoadGenerator, find_wrk
+    from table_bodies_paired import bodies
     from tree_cpu_ab import trained
 
     data = Path(args.data)
@@ -66,7 +67,10 @@ def main() -> None:
     ref = next(r for r in sb.REFERENCES if r.model == args.model)
     dataset = sb.load_dataset(ref.dataset)
     version = trained(tree, data, ref, dataset)
-    work = sb.workloads(dataset, ref.task == "classification", np.random.default_rng(sb.SEED))
+    if ref.task == "classification":  # make bench's, and one-row Parquet (table_bodies_paired)
+        work = bodies(dataset)
+    else:
+        work = sb.workloads(dataset, False, np.random.default_rng(sb.SEED))
     chosen = work[args.scenario]
     path = f"/v1/models/{args.model}/versions/{version}/predict{chosen.query}"
     wrk, _ = find_wrk(install=False)

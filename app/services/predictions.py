@@ -22,14 +22,15 @@ I/O or on more than a fraction of a millisecond of CPU.  Figures: docs/performan
 from __future__ import annotations
 
 import gc
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import NamedTuple
 
 import orjson
 import pyarrow as pa
 from pydantic import ValidationError
 
-from app.arrow_streams import float_row, float_rows
+from app import arrow_streams, parquet_files
+from app.arrow_streams import FloatRow, FloatRows
 from app.bodies import TableFormat, read_table_body
 from app.json_numbers import read_numeric_columnar
 from app.problems import InvalidRequestError, count_text, validation_problems
@@ -56,6 +57,9 @@ from ensembles.inference.small_tables import small_float_matrix, small_float_row
 from ensembles.registry import VersionRecord
 
 INLINE_MAX_BYTES = 8 * 1024  # bodies up to this size may be answered on the event loop
+# Table bodies up to this size too, when read from a layout seen before (no pyarrow call):
+# a one-row Parquet file as pandas writes it is 19 kB (issue 24.1).
+TABLE_INLINE_MAX_BYTES = 64 * 1024
 
 
 class Answer(NamedTuple):
@@ -96,11 +100,24 @@ async def predict_table(
 ) -> Answer:
     """The response for the rows of an Arrow IPC or Parquet body: a small one that native
     engines answer on the event loop, as small JSON bodies are, else in a thread."""
-    if len(body) <= INLINE_MAX_BYTES:
+    if len(body) <= TABLE_INLINE_MAX_BYTES:
         inline = _inline_table(services, name, ref, body, fmt, options, key)
         if inline is not None:
             return inline if isinstance(inline, Answer) else await inline
     return await in_thread(_table_response, services, name, ref, body, fmt, options, key)
+
+
+class _LaidOut(NamedTuple):
+    """A table format's readers of bodies laid out as one seen before (None: not so)."""
+
+    row: Callable[[bytes], FloatRow | None]  # a lone row, viewed in the body
+    rows: Callable[[bytes], FloatRows | None]  # its rows as one matrix
+
+
+_LAID_OUT: dict[TableFormat, _LaidOut] = {
+    "arrow": _LaidOut(arrow_streams.float_row, arrow_streams.float_rows),
+    "parquet": _LaidOut(parquet_files.float_row, parquet_files.float_rows),
+}
 
 
 def _inline_table(
@@ -120,17 +137,23 @@ def _inline_table(
     if not _native_options(options):
         return None
     max_rows = services.settings.max_predict_rows  # (at least 1)
-    # A lone row laid out as a stream before, read later only if it is not batched.
-    row = float_row(body) if fmt == "arrow" and services.batcher.enabled else None
+    readers = _LAID_OUT[fmt]
+    # pyarrow reads only bodies of up to INLINE_MAX_BYTES here; a larger one is answered
+    # here only when it is read from a layout seen before.
+    careful = len(body) <= INLINE_MAX_BYTES
+    # A lone row laid out as before, read later only if it is not batched.
+    row = readers.row(body) if services.batcher.enabled else None
     known = None
-    if row is None and fmt == "arrow":
-        known = float_rows(body)  # laid out as a stream before
+    if row is None:
+        known = readers.rows(body)
         if known is not None and max_rows is not None and known.num_rows > max_rows:
             known = None  # the reader's 413
     table: pa.Table | None = None
     if row is not None:
         n_rows = 1
     elif known is None:
+        if not careful:
+            return None
         table = read_table_body(body, fmt, max_rows)  # a bad body: 422 or 413 before a 404
         n_rows = table.num_rows
     else:
@@ -147,7 +170,7 @@ def _inline_table(
         one = None if chosen.shadowed else small_float_row(servable.signature, *row)
         if one is not None:  # its columns made only if it is answered alone
             return _batched_rows(services, chosen, servable, *one, options)
-        known = float_rows(body)  # the same layout: the way of any small stream from here
+        known = readers.rows(body)  # the same layout: the way of any small table from here
     checked = None
     if known is not None and services.batcher.enabled and not chosen.shadowed:
         rows = small_float_rows(servable.signature, known.schema, known.matrix)
@@ -156,6 +179,8 @@ def _inline_table(
     if known is not None:
         checked = small_float_matrix(servable.signature, known.schema, known.matrix)
     if table is None and (checked is None or chosen.shadowed):  # the careful way, a shadow
+        if not careful:
+            return None
         table = read_table_body(body, fmt, max_rows)
     if checked is None:
         checked = check_table(servable.signature, table, max_rows)

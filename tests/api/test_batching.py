@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 import pytest
 import pytest_asyncio
 from pydantic import ValidationError
@@ -23,7 +24,7 @@ from ensembles.errors import PredictionInputError
 from ensembles.inference import Columns, PredictOptions, check_rows
 from tests.api.conftest import make_settings, started
 from tests.api.support import IRIS_FEATURES, Api, forest, iris_frame
-from tests.api.test_predict_tables import ARROW, arrow_stream
+from tests.api.test_predict_tables import ARROW, PARQUET, arrow_stream, parquet_file
 from tests.unit.datasets import frame
 from tests.unit.inference.test_batches import assert_same, request_columns, servable
 
@@ -551,6 +552,15 @@ async def test_batching_switched_off_answers_each_request_alone(
         calls, requests = await batch_counts(api)
         assert calls == requests == 6
         assert not app.state.services.batcher.enabled
+        # A one-row table body of a layout seen before: read from its bytes, answered alone.
+        table = pa.table({c: [v] for c, v in rows(1)[0].items()})
+        url = "/v1/models/iris-rf/versions/1/predict?return_proba=true"
+        for media, content in ((ARROW, arrow_stream(table)), (PARQUET, parquet_file(table))):
+            for _ in range(2):  # learnt, then read from its bytes
+                typed = {"content-type": media}
+                answer = await api.client.post(url, content=content, headers=typed)
+                assert answer.status_code == 200, answer.text
+                assert answer.content == answers[0].content
 
 
 def test_a_batch_open_for_max_wait_takes_no_more_requests() -> None:

@@ -18,6 +18,8 @@ import pyarrow.parquet as pq
 import pytest
 import pytest_asyncio
 
+from app.bodies import TableFormat
+from app.fast_predict import FastPredictMiddleware
 from app.services import predictions as services_predictions
 from app.settings import Settings
 from tests.api.conftest import make_settings, started
@@ -73,8 +75,9 @@ def mixed_table(rows: list[dict[str, Any]]) -> pa.Table:
 
 
 class Models:
-    def __init__(self, api: Api) -> None:
+    def __init__(self, api: Api, app: Any) -> None:
         self.api = api
+        self.app = app
 
     async def post(self, model: str, content: bytes, media: str, query: str = "") -> httpx.Response:
         url = f"/v1/models/{model}/versions/1/predict{query}"
@@ -91,7 +94,7 @@ class Models:
 async def models(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Models]:
     """A classifier (iris), a regressor (diabetes) and a mixed-type classifier, trained once."""
     settings = make_settings(tmp_path_factory.mktemp("tables"), max_concurrent_jobs=2)
-    async for _, api in started(settings):
+    async for app, api in started(settings):
         iris = await api.upload_frame(iris_frame(), "iris")
         diabetes = await api.upload_frame(diabetes_frame(), "diabetes")
         rows = mixed_rows(90, seed=0)
@@ -128,7 +131,7 @@ async def models(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Mode
             assert job.status_code == 202, job.text
             done = await api.wait_job(job.json()["id"], timeout=120)
             assert done["status"] == "succeeded", done
-        yield Models(api)
+        yield Models(api, app)
 
 
 def iris_rows(n: int = 30) -> pd.DataFrame:
@@ -467,13 +470,21 @@ async def test_the_openapi_document_declares_table_bodies_and_query_options(
     }
 
 
+ONE_ROW_WRITERS: dict[TableFormat, tuple[str, Callable[[pa.Table], bytes]]] = {
+    "arrow": (ARROW, arrow_stream),
+    "parquet": (PARQUET, parquet_file),
+}
+
+
+@pytest.mark.parametrize("fmt", list(ONE_ROW_WRITERS))
 async def test_one_row_tables_read_from_their_bytes_answer_as_json(
-    models: Models, monkeypatch: pytest.MonkeyPatch
+    models: Models, monkeypatch: pytest.MonkeyPatch, fmt: TableFormat
 ) -> None:
-    """A one-row Arrow body laid out as one read before is read without pyarrow
-    (``app.arrow_streams.float_row``, its values viewed in its bytes): the same answers
-    as the rows in JSON, and a row the fast way cannot take (NaN, an extra column) the
-    same problems and warnings."""
+    """A one-row Arrow or Parquet body laid out as one read before is read without
+    pyarrow (``app.arrow_streams.float_row``, ``app.parquet_files.float_row``: its values
+    in its bytes): the same answers as the rows in JSON, and a row the fast way cannot
+    take (NaN, an extra column) the same problems and warnings."""
+    media, write = ONE_ROW_WRITERS[fmt]
     rows = iris_rows(12)
     expected = [
         await as_json(
@@ -482,17 +493,15 @@ async def test_one_row_tables_read_from_their_bytes_answer_as_json(
         for record in rows.to_dict("records")
     ]
     bodies = [
-        arrow_stream(pa.table({c: rows[c].to_numpy()[i : i + 1] for c in IRIS_FEATURES}))
+        write(pa.table({c: rows[c].to_numpy()[i : i + 1] for c in IRIS_FEATURES}))
         for i in range(len(rows))
     ]
-    first = await models.post("iris-rf", bodies[0], ARROW, "?return_proba=true")
+    first = await models.post("iris-rf", bodies[0], media, "?return_proba=true")
     assert first.status_code == 200 and first.json() == expected[0]
 
     read: list[tuple[str, bool]] = []
 
-    def spy(name: str) -> Any:
-        reader = getattr(services_predictions, name)
-
+    def spy(name: str, reader: Callable[[bytes], Any]) -> Callable[[bytes], Any]:
         def spied(content: bytes) -> Any:
             rows = reader(content)
             read.append((name, rows is not None))
@@ -500,42 +509,83 @@ async def test_one_row_tables_read_from_their_bytes_answer_as_json(
 
         return spied
 
+    readers = services_predictions._LAID_OUT[fmt]
     with monkeypatch.context() as patched:
-        for name in ("float_row", "float_rows"):
-            patched.setattr(services_predictions, name, spy(name))
+        spied = services_predictions._LaidOut(spy("row", readers.row), spy("rows", readers.rows))
+        patched.setitem(services_predictions._LAID_OUT, fmt, spied)
         for body, answer in zip(bodies, expected, strict=True):
-            response = await models.post("iris-rf", body, ARROW, "?return_proba=true")
+            response = await models.post("iris-rf", body, media, "?return_proba=true")
             assert response.status_code == 200, response.text
             assert response.json() == answer
     # Read from their bytes, a lone row by its values (a request the registry sends to a
     # worker thread reads the table with pyarrow, as always).
-    assert read and all(found for _, found in read)
-    assert {name for name, _ in read} == {"float_row"}
+    assert len(read) == len(bodies) and all(found for _, found in read)
+    assert {name for name, _ in read} == {"row"}
     nan = rows.iloc[:1].copy()
     nan.loc[0, "petal_width"] = np.nan
     table = pa.table({c: nan[c].to_numpy() for c in IRIS_FEATURES})
-    response = await models.post("iris-rf", arrow_stream(table), ARROW)
+    response = await models.post("iris-rf", write(table), media)
     assert response.status_code == 422
     assert response.json()["errors"] == [
         {"loc": ["instances", 0, "petal_width"], "msg": "expected a finite number, got nan"}
     ]
     extra = pa.table({**{c: rows[c].to_numpy()[:1] for c in IRIS_FEATURES}, "note": [1.0]})
+    other, write_other = ONE_ROW_WRITERS["parquet" if fmt == "arrow" else "arrow"]
     for _ in range(2):  # learnt, then read from its bytes
-        response = await models.post("iris-rf", arrow_stream(extra), ARROW, "?return_proba=true")
+        response = await models.post("iris-rf", write(extra), media, "?return_proba=true")
         assert response.status_code == 200, response.text
-        assert (
-            response.json()["warnings"]
-            == (
-                await models.post("iris-rf", parquet_file(extra), PARQUET, "?return_proba=true")
-            ).json()["warnings"]
-            != []
-        )
+        warnings = response.json()["warnings"]
+        again = await models.post("iris-rf", write_other(extra), other, "?return_proba=true")
+        assert warnings == again.json()["warnings"] != []
+
+
+async def test_a_one_row_parquet_file_over_8_kib_is_answered_from_its_layout(
+    models: Models, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A one-row Parquet file as pandas writes it is 19 kB for 30 columns, over the 8 KiB
+    that pyarrow may read on the event loop: the first one is read by pyarrow in a
+    worker thread, later ones of its layout on the fast path without pyarrow, with the
+    answers (and warnings for the extra columns) of pyarrow's way."""
+    rows = iris_rows(6)
+    wide = [
+        rows.iloc[[i]].reset_index(drop=True).assign(**{f"x{k}": float(k + i) for k in range(40)})
+        for i in range(len(rows))
+    ]
+    bodies = []
+    for frame in wide:
+        out = io.BytesIO()
+        frame.to_parquet(out, index=False)
+        bodies.append(out.getvalue())
+    assert all(8 * 1024 < len(body) <= 64 * 1024 for body in bodies)
+    expected = [
+        (await models.table("iris-rf", pa.Table.from_pandas(f), "arrow", "?return_proba=true"))
+        for f in wide
+    ]
+    assert all(answer.status_code == 200 for answer in expected)
+    decoded: list[int] = []
+    read = pq.ParquetFile.read
+
+    def spied(self: pq.ParquetFile, *args: Any, **kwargs: Any) -> pa.Table:
+        decoded.append(self.metadata.num_columns)
+        return read(self, *args, **kwargs)
+
+    monkeypatch.setattr(pq.ParquetFile, "read", spied)
+    fast = models.app.middleware_stack
+    while not isinstance(fast, FastPredictMiddleware):
+        fast = fast.app
+    answered = fast.answered
+    for body, answer in zip(bodies, expected, strict=True):
+        response = await models.post("iris-rf", body, PARQUET, "?return_proba=true")
+        assert response.status_code == 200, response.text
+        assert response.json() == answer.json()
+    assert decoded == [44]  # only the first, whose layout is then learnt
+    assert fast.answered - answered == len(bodies)
 
 
 @pytest.mark.parametrize(
     ("rows", "threaded"), [(1, False), (10_000, False), (20_000, True)], ids=str
 )
-def test_parquet_bodies_use_pyarrow_s_threads_only_when_large(
+async def test_parquet_bodies_use_pyarrow_s_threads_only_when_large(
     rows: int, threaded: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A Parquet body of fewer than 500,000 values (30 columns: up to ~16,000 rows) is
