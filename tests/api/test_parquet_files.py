@@ -27,6 +27,7 @@ WRITERS: dict[str, dict[str, Any]] = {
     "dictionary v2 pages": {"data_page_version": "2.0"},
     "no statistics": {"write_statistics": False},
     "format 1.0": {"version": "1.0"},
+    "statistics of one column": {"write_statistics": ["feature 0"]},
 }
 ODD = [np.nan, np.inf, -np.inf, -0.0, 0.0, 5e-324, 1e300, -3.4e38, 1.0]
 
@@ -137,6 +138,7 @@ def _nested() -> bytes:
 )
 def test_other_files_are_never_learnt(make: Callable[[], bytes]) -> None:
     content = make()
+    assert read_table_body(content, "parquet", None).equals(_pyarrow(content)[0])
     _learn(content)
     assert parquet_files._LAYOUTS == []
     assert parquet_files.float_row(content) is None
@@ -149,7 +151,7 @@ def test_a_file_that_differs_outside_its_values_and_statistics_is_left_to_pyarro
     content = _file(frame)
     _learn(content)
     layout = parquet_files._LAYOUTS[0]
-    free = set(layout.values.tolist())
+    free = _value_bytes(layout)
     for statistics in _statistics_spans(content):
         free.update(range(statistics.start, statistics.end))
     assert len(free) < len(content) // 4
@@ -166,6 +168,25 @@ def test_a_file_that_differs_outside_its_values_and_statistics_is_left_to_pyarro
         assert np.array_equal(_bits(read.values), _bits(own)), place
     assert parquet_files.float_row(content + b"\x00") is None
     assert parquet_files.float_row(content[:-1]) is None
+
+
+def _value_bytes(layout: Any) -> set[int]:
+    if layout.places is not None:
+        return set(layout.places.tolist())
+    return {layout.first + j * layout.step + k for j in range(layout.columns) for k in range(8)}
+
+
+def test_values_at_uneven_places_are_gathered() -> None:
+    """Columns whose chunks differ in length (statistics for one of them) have their
+    values at uneven steps: read by their places, not as one strided view."""
+    frame = pd.DataFrame([[1.5, -2.5, 3.5]], columns=["feature 0", "b", "c"])
+    options = WRITERS["statistics of one column"]
+    _learn(_file(frame, **options))
+    layout = parquet_files._LAYOUTS[0]
+    assert layout.places is not None
+    read = parquet_files.float_row(_file(frame * 2, **options))
+    assert read is not None and read.values.tolist() == [3.0, -5.0, 7.0]
+    assert parquet_files.float_row(_file(frame.iloc[:, :2] * 2, **options)) is None
 
 
 def _statistics_spans(content: bytes) -> list[Span]:
