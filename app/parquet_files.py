@@ -90,6 +90,13 @@ class _Layout:
 
 
 _LAYOUTS: list[_Layout] = []
+# The schemas of files walked and not learnt (page checksums, say), each with how many
+# more files of it are left unwalked: a walk costs ~2 ms for 30 columns, against
+# pyarrow's 0.5 for the read, so a client whose files are never learnt pays it once in
+# _REWALK files, and one whose files are learnt (a writer's other options, the same
+# schema) is learnt after at most _REWALK of them.
+_DECLINED: list[list[Any]] = []  # [schema, files left unwalked]
+_REWALK: Final = 64
 _LOCK = threading.Lock()
 
 
@@ -114,8 +121,8 @@ def float_rows(content: bytes) -> FloatRows | None:
 def learn(content: bytes, metadata: pq.FileMetaData, table: pa.Table) -> None:
     """Keep the layout of ``content``, which pyarrow read as ``table`` (its footer as
     ``metadata``), when it is one read here (see the module's docstring) and it is not
-    known already.  pyarrow's reading of the footer declines most other files before
-    the walk (~2 ms for 30 columns) is tried on every such request."""
+    known already.  pyarrow's reading of the footer declines most other files, and a
+    file like one walked and declined before is not walked again."""
     if len(content) > MAX_BYTES or table.num_rows != 1 or metadata.num_row_groups != 1:
         return
     group = metadata.row_group(0)
@@ -129,19 +136,38 @@ def learn(content: bytes, metadata: pq.FileMetaData, table: pa.Table) -> None:
         return
     if any(column.null_count for column in table.columns):
         return
+    if _skipped(table.schema):
+        return
     # Learning never fails a request: a file not learnt is read by pyarrow, as always
     # (read_table_body calls this inside its own handler of unreadable bytes).
     try:
-        layout = _walk(content, table)
+        layout: _Layout | None = _walk(content, table)
         own = np.asarray(table.to_tensor(row_major=True).to_numpy()).reshape(-1)
     except (_DeclinedError, pa.ArrowException, ValueError, KeyError, TypeError, IndexError):
-        return
-    row = layout.row(content)
-    if row is None or not np.array_equal(row.view(np.uint64), own.view(np.uint64)):
-        return
+        layout = None
+    row = None if layout is None else layout.row(content)
+    learnt = row is not None and np.array_equal(row.view(np.uint64), own.view(np.uint64))
     with _LOCK:
-        _LAYOUTS.insert(0, layout)
-        del _LAYOUTS[_KEPT:]
+        if layout is not None and learnt:
+            _LAYOUTS.insert(0, layout)
+            del _LAYOUTS[_KEPT:]
+        else:
+            _DECLINED.insert(0, [table.schema, _REWALK - 1])
+            del _DECLINED[_KEPT:]
+
+
+def _skipped(schema: pa.Schema) -> bool:
+    """Is a file of this schema left unwalked (its schema's last walk declined)?"""
+    with _LOCK:
+        for entry in _DECLINED:
+            if entry[0].equals(schema, check_metadata=True):
+                _DECLINED.remove(entry)  # walked now, or kept below with one less left
+                if entry[1] <= 0:
+                    return False
+                entry[1] -= 1
+                _DECLINED.insert(0, entry)
+                return True
+    return False
 
 
 def _walk(content: bytes, table: pa.Table) -> _Layout:
