@@ -34,7 +34,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
-__all__ = ["FloatRow", "FloatRows", "float_row", "float_rows", "one_batch_table"]
+__all__ = ["MAX_BYTES", "FloatRow", "FloatRows", "float_row", "float_rows", "one_batch_table"]
 
 MAX_BYTES: Final = 64 * 1024  # larger bodies are read by pyarrow's reader
 _KEPT: Final = 16  # schema messages remembered

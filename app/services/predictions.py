@@ -57,9 +57,9 @@ from ensembles.inference.small_tables import small_float_matrix, small_float_row
 from ensembles.registry import VersionRecord
 
 INLINE_MAX_BYTES = 8 * 1024  # bodies up to this size may be answered on the event loop
-# Table bodies up to this size too, when read from a layout seen before (no pyarrow call):
-# a one-row Parquet file as pandas writes it is 19 kB (issue 24.1).
-TABLE_INLINE_MAX_BYTES = 64 * 1024
+# Table bodies up to this size too, when read from a layout seen before (no pyarrow call;
+# larger ones are never learnt): a one-row Parquet file from pandas is 19 kB (issue 24.1).
+TABLE_INLINE_MAX_BYTES = max(arrow_streams.MAX_BYTES, parquet_files.MAX_BYTES)
 
 
 class Answer(NamedTuple):
