@@ -68,6 +68,10 @@ class FloatRow(NamedTuple):
     schema: pa.Schema
     values: np.ndarray[Any, np.dtype[np.float64]]
 
+    def as_rows(self) -> FloatRows:
+        """The row as a one-row matrix of its own (the values copied out of the body)."""
+        return FloatRows(self.schema, self.values.reshape(1, -1).copy())
+
 
 @dataclass(frozen=True)
 class _Layout:

@@ -115,7 +115,7 @@ def float_row(content: bytes) -> FloatRow | None:
 def float_rows(content: bytes) -> FloatRows | None:
     """:func:`float_row` as a one-row matrix, for the ways that take several rows."""
     row = float_row(content)
-    return None if row is None else FloatRows(row.schema, row.values.reshape(1, -1).copy())
+    return None if row is None else row.as_rows()
 
 
 def learn(content: bytes, metadata: pq.FileMetaData, table: pa.Table) -> None:

@@ -56,7 +56,6 @@ def main() -> None:
     parser.add_argument("--cpu-us", type=float, default=100.0, help="--keep: its CPU/request")
     parser.add_argument("--env", action="append", default=[], help="KEY=VALUE for the server")
     args = parser.parse_args()
-    import numpy as np
     import service_bench as sb
     from loadgen import LoadGenerator, find_wrk
     from table_bodies_paired import bodies
@@ -67,10 +66,7 @@ def main() -> None:
     ref = next(r for r in sb.REFERENCES if r.model == args.model)
     dataset = sb.load_dataset(ref.dataset)
     version = trained(tree, data, ref, dataset)
-    if ref.task == "classification":  # make bench's, and one-row Parquet (table_bodies_paired)
-        work = bodies(dataset)
-    else:
-        work = sb.workloads(dataset, False, np.random.default_rng(sb.SEED))
+    work = bodies(dataset, ref.task == "classification")  # make bench's, and one-row Parquet
     chosen = work[args.scenario]
     path = f"/v1/models/{args.model}/versions/{version}/predict{chosen.query}"
     wrk, _ = find_wrk(install=False)

@@ -49,10 +49,10 @@ def _parquet(frame: pd.DataFrame) -> bytes:
     return out.getvalue()
 
 
-def bodies(data: sb.Dataset) -> dict[str, sb.Workload]:
+def bodies(data: sb.Dataset, classifier: bool = True) -> dict[str, sb.Workload]:
     """``make bench``'s workloads, with the one-row Arrow rows without metadata and as
     Parquet files."""
-    work = sb.workloads(data, True, np.random.default_rng(sb.SEED))
+    work = sb.workloads(data, classifier, np.random.default_rng(sb.SEED))
     arrow = work["single_16_arrow"]
     work["arrow_bare"] = sb.Workload(
         arrow.frames,

@@ -170,7 +170,7 @@ def _inline_table(
         one = None if chosen.shadowed else small_float_row(servable.signature, *row)
         if one is not None:  # its columns made only if it is answered alone
             return _batched_rows(services, chosen, servable, *one, options)
-        known = readers.rows(body)  # the same layout: the way of any small table from here
+        known = row.as_rows()  # declined: the way of any small table from here
     checked = None
     if known is not None and services.batcher.enabled and not chosen.shadowed:
         rows = small_float_rows(servable.signature, known.schema, known.matrix)
